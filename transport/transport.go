@@ -1,0 +1,182 @@
+// Package transport is the contract between the acemq engine and a message
+// broker. The engine renders envelopes, runs interceptors and settles
+// deliveries; a Transport moves bytes, confirms publishes and hands out
+// deliveries. Two implementations ship with acemq: transport/rabbitmq (over
+// amqp091-go) and transport/memory (an in-process broker). Both pass the
+// conformance suite in transport/transporttest, and so must any other.
+//
+// # Promises a Transport makes
+//
+//   - Every method is safe for concurrent use by many goroutines.
+//   - Publish returns nil only after the broker has confirmed the message. A
+//     message no queue takes (publishes are always mandatory) fails with
+//     ErrUnroutable; a broker nack with ErrNacked; a closed transport with
+//     ErrClosed; an ended ctx with ctx's error. Concurrent publishes are
+//     pipelined: no lock is held while a confirm is awaited.
+//   - Consume hands deliveries to its callback, at most prefetch of them
+//     unsettled at a time, until ctx ends. When ctx ends it stops taking new
+//     deliveries and returns once every delivery it handed out has been acked
+//     or nacked (or the channel it came on is gone). A transport that
+//     reconnects resumes its consumers by itself.
+//   - Delivery.Ack and Delivery.Nack fail, never panic, when the channel the
+//     delivery came on is gone; a stale delivery is never settled on a newer
+//     channel (the broker redelivers it instead).
+//   - Declare is idempotent; a transport that reconnects declares again what
+//     it declared before.
+package transport
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every Transport reports with (wrapped with %w and context).
+var (
+	// ErrClosed reports a call on a closed transport or Conn.
+	ErrClosed = errors.New("acemq: the connection is closed")
+	// ErrUnroutable reports a mandatory publish that no queue took.
+	ErrUnroutable = errors.New("acemq: the message was unroutable")
+	// ErrNacked reports a publish the broker refused with a nack.
+	ErrNacked = errors.New("acemq: the broker nacked the message")
+	// ErrTopologyConflict reports a declaration that contradicts what the
+	// broker already has (a queue with other arguments, say).
+	ErrTopologyConflict = errors.New("acemq: the declaration conflicts with the broker's")
+	// ErrNotFound reports a queue or exchange that does not exist.
+	ErrNotFound = errors.New("acemq: not found")
+)
+
+// DirectReplyTo is the pseudo-queue a request names in ReplyTo to receive its
+// reply on the requesting connection, as RabbitMQ's direct reply-to does.
+const DirectReplyTo = "amq.rabbitmq.reply-to"
+
+// Message is what travels: the engine renders its envelope into the headers
+// and properties, the transport carries them as they are.
+type Message struct {
+	Exchange, RoutingKey string
+
+	Headers       map[string]any
+	ContentType   string
+	MessageID     string
+	CorrelationID string
+	Type          string
+	AppID         string
+	ReplyTo       string
+	Timestamp     time.Time
+	Body          []byte
+}
+
+// Acknowledger settles deliveries by tag. It is implemented by a transport's
+// channel or consumer; a Delivery carries the one it came from.
+type Acknowledger interface {
+	Ack(tag uint64) error
+	Nack(tag uint64, requeue bool) error
+}
+
+// Delivery is one message handed out by Consume or Get.
+type Delivery struct {
+	Message
+	Queue       string
+	Redelivered bool
+	Tag         uint64
+	Acker       Acknowledger
+}
+
+// Ack settles the delivery as handled. It fails, and never panics, when the
+// channel the delivery came on is gone.
+func (d Delivery) Ack() error {
+	if d.Acker == nil {
+		return errors.New("acemq: the delivery has no acknowledger")
+	}
+	return d.Acker.Ack(d.Tag)
+}
+
+// Nack settles the delivery as not handled; with requeue the broker puts it
+// back at the head of its queue, without it the broker drops or dead-letters
+// it by the queue's arguments.
+func (d Delivery) Nack(requeue bool) error {
+	if d.Acker == nil {
+		return errors.New("acemq: the delivery has no acknowledger")
+	}
+	return d.Acker.Nack(d.Tag, requeue)
+}
+
+// Topology is something Declare creates: an Exchange, a Queue or a Binding.
+type Topology interface{ isTopology() }
+
+// Exchange is a durable exchange. Kind is "direct", "topic", "fanout" or
+// "headers"; empty means "direct".
+type Exchange struct {
+	Name string
+	Kind string
+}
+
+// Queue is a durable queue. Quorum makes it a quorum queue; Args are the
+// broker arguments (x-message-ttl, x-dead-letter-exchange,
+// x-dead-letter-routing-key, x-delivery-limit, ...).
+type Queue struct {
+	Name   string
+	Quorum bool
+	Args   map[string]any
+}
+
+// Binding routes Exchange's messages with routing key Key to Queue.
+type Binding struct {
+	Exchange string
+	Key      string
+	Queue    string
+}
+
+func (Exchange) isTopology() {}
+func (Queue) isTopology()    {}
+func (Binding) isTopology()  {}
+
+// QueueInfo is what a passive look at a queue tells.
+type QueueInfo struct {
+	Name      string
+	Messages  int // ready, not counting the unacked
+	Consumers int
+}
+
+// Transport is the broker seam. See the package documentation for the
+// promises every implementation keeps.
+type Transport interface {
+	// Publish sends m (mandatory) and returns once the broker confirmed it.
+	Publish(ctx context.Context, m Message) error
+
+	// Consume delivers queue's messages to handle until ctx ends, with at
+	// most prefetch of them unsettled. handle is called from one goroutine
+	// per Consume, in delivery order, and must not block for long: the engine
+	// hands deliveries to its workers. Consume returns nil once ctx has ended
+	// and every delivery it handed out is settled; it returns an error at
+	// once when the queue does not exist or the transport is closed.
+	Consume(ctx context.Context, queue string, prefetch int, handle func(Delivery)) error
+
+	// Get takes one message from queue, or reports false when it is empty.
+	Get(ctx context.Context, queue string) (Delivery, bool, error)
+
+	// Request publishes m with ReplyTo set to the transport's direct reply-to
+	// address and returns the first message whose CorrelationID equals
+	// m.MessageID that arrives there, or ctx's error.
+	Request(ctx context.Context, m Message) (Message, error)
+
+	// Declare creates the topology, idempotently. A declaration that
+	// contradicts the broker's fails with ErrTopologyConflict naming it.
+	Declare(ctx context.Context, t ...Topology) error
+
+	// Inspect reports a queue's ready messages and consumers, or ErrNotFound.
+	Inspect(ctx context.Context, queue string) (QueueInfo, error)
+
+	// DeleteQueue deletes a queue and its messages; a missing queue is not an
+	// error.
+	DeleteQueue(ctx context.Context, queue string) error
+
+	// Health returns nil when the transport is connected and every running
+	// consumer is consuming, otherwise an error saying what is down and since
+	// when.
+	Health(ctx context.Context) error
+
+	// Close releases the connection. It is idempotent; every later call
+	// fails with ErrClosed.
+	Close() error
+}
