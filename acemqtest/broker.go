@@ -1,0 +1,219 @@
+package acemqtest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Where brokers are looked for, after the environment.
+const (
+	// LocalRabbitMQ is the broker RabbitMQ tries when ACEMQ_RABBITMQ_URL is
+	// unset: RabbitMQ's out-of-the-box guest account on this machine.
+	LocalRabbitMQ = "amqp://guest:guest@127.0.0.1:5672/"
+	// LocalPostgres is the database Postgres tries when ACEMQ_POSTGRES_URL
+	// is unset.
+	LocalPostgres = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+// probeTimeout bounds each attempt to reach a local broker or database.
+const probeTimeout = 2 * time.Second
+
+// The probes run once per test binary; every test then reuses the answer.
+var (
+	rabbitOnce   sync.Once
+	rabbitURL    string
+	rabbitReason string
+
+	pgOnce   sync.Once
+	pgURL    string
+	pgReason string
+)
+
+// RabbitMQ returns the URL of a RabbitMQ broker for the test: the value of
+// $ACEMQ_RABBITMQ_URL when set, else LocalRabbitMQ when a broker there
+// accepts an AMQP login. No container is started: acemqtest does not depend
+// on testcontainers-go. When no broker is found the test is skipped with
+// the reason, or fails when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
+func RabbitMQ(t testing.TB) string {
+	t.Helper()
+	rabbitOnce.Do(func() {
+		if u := os.Getenv("ACEMQ_RABBITMQ_URL"); u != "" {
+			rabbitURL = u
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		if err := probeAMQP(ctx, LocalRabbitMQ); err != nil {
+			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset and %s does not answer (%v); "+
+				"set the variable or start a local broker", redact(LocalRabbitMQ), err)
+			return
+		}
+		rabbitURL = LocalRabbitMQ
+	})
+	if rabbitURL == "" {
+		missing(t, rabbitReason)
+	}
+	return rabbitURL
+}
+
+// Postgres returns the URL of a PostgreSQL database for the test: the
+// value of $ACEMQ_POSTGRES_URL when set, else LocalPostgres when a server
+// there answers PostgreSQL's SSLRequest. It opens no SQL session, so
+// acemqtest needs no database driver. When none is found the test is
+// skipped with the reason, or fails when $ACEMQ_REQUIRE_BROKER is 1.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(func() {
+		if u := os.Getenv("ACEMQ_POSTGRES_URL"); u != "" {
+			pgURL = u
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		if err := probePostgres(ctx, "127.0.0.1:5432"); err != nil {
+			pgReason = fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset and 127.0.0.1:5432 does not answer (%v); "+
+				"set the variable or start a local server", err)
+			return
+		}
+		pgURL = LocalPostgres
+	})
+	if pgURL == "" {
+		missing(t, pgReason)
+	}
+	return pgURL
+}
+
+// missing skips the test, or fails it when a broker is required.
+func missing(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" {
+		t.Fatalf("acemqtest: %s (ACEMQ_REQUIRE_BROKER=1)", reason)
+	}
+	t.Skipf("acemqtest: %s", reason)
+}
+
+// probeAMQP opens and closes an AMQP connection, all within ctx.
+func probeAMQP(ctx context.Context, rawURL string) error {
+	conn, err := dialAMQP(ctx, rawURL)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+func dialAMQP(ctx context.Context, rawURL string) (*amqp.Connection, error) {
+	return amqp.DialConfig(rawURL, amqp.Config{
+		Dial: func(network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if dl, ok := ctx.Deadline(); ok {
+				_ = c.SetDeadline(dl)
+			}
+			return c, nil
+		},
+	})
+}
+
+// probePostgres sends PostgreSQL's SSLRequest and expects its one-byte
+// answer ('S' or 'N'): enough to know a PostgreSQL server listens.
+func probePostgres(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	var req [8]byte
+	binary.BigEndian.PutUint32(req[0:4], 8)
+	binary.BigEndian.PutUint32(req[4:8], 80877103) // the SSLRequest code
+	if _, err := c.Write(req[:]); err != nil {
+		return err
+	}
+	var answer [1]byte
+	if _, err := io.ReadFull(c, answer[:]); err != nil {
+		return err
+	}
+	if answer[0] != 'S' && answer[0] != 'N' {
+		return fmt.Errorf("the server answered %q, not as PostgreSQL does", answer[0])
+	}
+	return nil
+}
+
+// DeleteQueuesAfter registers a cleanup that deletes, on the broker at
+// rawURL, each named queue together with the queues acemq derives from it
+// ({queue}.dlq and {queue}.parked). Retry tiers ({queue}.retry.5s, ...) are
+// deleted when named among queues. A memory:// URL needs no cleanup and is
+// ignored; a failed deletion is reported with t.Errorf.
+func DeleteQueuesAfter(t testing.TB, rawURL string, queues ...string) {
+	t.Helper()
+	if strings.HasPrefix(rawURL, "memory:") || len(queues) == 0 {
+		return
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := deleteQueues(ctx, rawURL, queues); err != nil {
+			t.Errorf("acemqtest: deleting test queues on %s: %v", redact(rawURL), err)
+		}
+	})
+}
+
+func deleteQueues(ctx context.Context, rawURL string, queues []string) error {
+	conn, err := dialAMQP(ctx, rawURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, q := range queues {
+		for _, name := range []string{q, q + ".dlq", q + ".parked"} {
+			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
+				var ae *amqp.Error
+				if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
+					errs = append(errs, fmt.Errorf("queue %q: %w", name, err))
+				}
+				// The refusal closed the channel: carry on with a new one.
+				if ch, err = conn.Channel(); err != nil {
+					return errors.Join(append(errs, err)...)
+				}
+			}
+		}
+	}
+	_ = ch.Close()
+	return errors.Join(errs...)
+}
+
+// redact hides a URL's password for messages.
+func redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.User == nil {
+		return rawURL
+	}
+	if _, ok := u.User.Password(); !ok {
+		return rawURL
+	}
+	u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	return u.String()
+}

@@ -1,0 +1,242 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// consumerState is what Health knows of one running Consume.
+type consumerState struct {
+	queue string
+
+	mu        sync.Mutex
+	consuming bool
+	since     time.Time
+	err       error
+}
+
+func (c *consumerState) set(consuming bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.consuming != consuming || c.since.IsZero() {
+		c.since = time.Now()
+	}
+	c.consuming = consuming
+	c.err = err
+}
+
+// Consume hands queue's deliveries to handle, from this goroutine and in
+// delivery order, with at most prefetch unsettled (0 means no limit). It
+// survives connection losses: it waits for the next connection and
+// consumes again, while the deliveries it handed out on the lost channel
+// become stale (their Ack fails; the broker redelivers them). When ctx ends
+// it cancels the consumer, waits until every delivery it handed out is
+// settled or its channel is gone, and returns nil. It returns at once an
+// error wrapping transport.ErrNotFound when the queue does not exist, and
+// one wrapping transport.ErrClosed when the transport is or gets closed.
+func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	if handle == nil {
+		return fmt.Errorf("acemq: rabbitmq consume from queue %q: the handler is nil", queue)
+	}
+	if prefetch < 0 || prefetch > 65535 {
+		return fmt.Errorf("acemq: rabbitmq consume from queue %q: prefetch %d is outside 0..65535", queue, prefetch)
+	}
+	if t.isClosed() {
+		return errClosed(fmt.Sprintf("consume from queue %q", queue))
+	}
+	st := &consumerState{queue: queue}
+	st.set(false, errors.New("starting"))
+	t.mu.Lock()
+	t.consumers[st] = struct{}{}
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		delete(t.consumers, st)
+		t.mu.Unlock()
+	}()
+
+	first := true
+	failures := 0
+	for {
+		s, err := t.current(ctx, fmt.Sprintf("consume from queue %q", queue))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		cc, deliveries, closes, err := t.startConsumer(ctx, s, queue, prefetch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if first && isSoftError(err) {
+				return err
+			}
+			st.set(false, err)
+			t.log.Warn("acemq: rabbitmq consumer did not start", "queue", queue, "err", err)
+			failures++
+			if !t.pause(ctx, t.backoff(failures-1)) {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errClosed(fmt.Sprintf("consume from queue %q", queue))
+			}
+			continue
+		}
+		first, failures = false, 0
+		st.set(true, nil)
+		ended, err := t.runConsumer(ctx, cc, deliveries, closes, handle)
+		if ended {
+			return nil
+		}
+		if t.isClosed() {
+			return errClosed(fmt.Sprintf("consume from queue %q", queue))
+		}
+		st.set(false, err)
+		t.log.Warn("acemq: rabbitmq consumer stopped; resuming", "queue", queue, "err", err)
+	}
+}
+
+// pause waits d, or less when ctx ends (false) or the transport closes (false).
+func (t *Transport) pause(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-t.closing:
+		return false
+	}
+}
+
+// startConsumer opens a channel on s, sets its prefetch and starts
+// consuming queue on it.
+func (t *Transport) startConsumer(ctx context.Context, s *session, queue string, prefetch int) (*consumerChannel, <-chan amqp.Delivery, chan *amqp.Error, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("acemq: rabbitmq consume from queue %q: opening a channel: %w", queue, t.scrub(err))
+	}
+	// The calls below wait for the broker; ctx ending closes the channel
+	// under them so they return.
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+	defer stop()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, nil, nil, classify("consume from", "queue", queue, err)
+	}
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	tag := consumerTag()
+	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
+	if err != nil {
+		_ = ch.Close()
+		return nil, nil, nil, classify("consume from", "queue", queue, err)
+	}
+	cc := newConsumerChannel(queue, ch, s, prefetch)
+	cc.tag = tag
+	return cc, deliveries, closes, nil
+}
+
+func consumerTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "acemq-" + hex.EncodeToString(b[:])
+}
+
+// runConsumer hands deliveries out and flushes settlements until ctx ends
+// (ended: every handed-out delivery is then settled and the channel
+// closed) or the channel dies (not ended, with the reason).
+func (t *Transport) runConsumer(ctx context.Context, cc *consumerChannel, deliveries <-chan amqp.Delivery, closes chan *amqp.Error, handle func(transport.Delivery)) (bool, error) {
+	for {
+		select {
+		case d, ok := <-deliveries:
+			if !ok {
+				return false, cc.end(closes)
+			}
+			cc.handOut(d.DeliveryTag)
+			handle(toDelivery(d, cc.queue, cc))
+		case <-cc.wake:
+			if err := cc.flush(); err != nil {
+				return false, cc.end(closes)
+			}
+		case <-ctx.Done():
+			return t.drain(cc, closes)
+		case <-t.closing:
+			return false, cc.end(closes)
+		}
+	}
+}
+
+// end kills cc after its channel died, or was found unusable, and returns why.
+func (cc *consumerChannel) end(closes chan *amqp.Error) error {
+	cc.kill()
+	_ = cc.ch.Close()
+	if e, ok := <-closes; ok && e != nil {
+		return e
+	}
+	return errors.New("the consumer was cancelled or its channel closed")
+}
+
+// drain stops the consumer and waits for the application to settle what
+// it was handed, then closes the channel; deliveries still buffered are
+// not handed out and go back to the queue with the channel.
+func (t *Transport) drain(cc *consumerChannel, closes chan *amqp.Error) (bool, error) {
+	// A failed cancel means the channel is gone: nothing is left to wait for.
+	if err := cc.ch.Cancel(cc.tag, false); err != nil {
+		cc.kill()
+		_ = cc.ch.Close()
+		return true, nil
+	}
+	for cc.unsettled() > 0 {
+		select {
+		case <-cc.wake:
+			if err := cc.flush(); err != nil {
+				_ = cc.end(closes)
+				return true, nil
+			}
+		case <-closes:
+			cc.kill()
+			return true, nil
+		case <-t.closing:
+			cc.kill()
+			return true, nil
+		}
+	}
+	_ = cc.flush()
+	cc.kill()
+	_ = cc.ch.Close()
+	return true, nil
+}
+
+func toDelivery(d amqp.Delivery, queue string, acker transport.Acknowledger) transport.Delivery {
+	return transport.Delivery{
+		Message: transport.Message{
+			Exchange:      d.Exchange,
+			RoutingKey:    d.RoutingKey,
+			Headers:       fromTable(d.Headers),
+			ContentType:   d.ContentType,
+			MessageID:     d.MessageId,
+			CorrelationID: d.CorrelationId,
+			Type:          d.Type,
+			AppID:         d.AppId,
+			ReplyTo:       d.ReplyTo,
+			Timestamp:     d.Timestamp,
+			Body:          d.Body,
+		},
+		Queue:       queue,
+		Redelivered: d.Redelivered,
+		Tag:         d.DeliveryTag,
+		Acker:       acker,
+	}
+}

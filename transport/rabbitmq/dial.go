@@ -1,0 +1,250 @@
+package rabbitmq
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// Defaults applied by Dial to a zero Config field.
+const (
+	// DefaultConfirmWindow is the default Config.ConfirmWindow.
+	DefaultConfirmWindow = 1024
+	// DefaultChannels is the default Config.Channels.
+	DefaultChannels = 2
+	// DefaultMinBackoff is the default Config.MinBackoff.
+	DefaultMinBackoff = 100 * time.Millisecond
+	// DefaultMaxBackoff is the default Config.MaxBackoff.
+	DefaultMaxBackoff = 15 * time.Second
+	// DefaultHeartbeat is the default Config.Heartbeat.
+	DefaultHeartbeat = 10 * time.Second
+)
+
+// Config tunes a Transport. The zero value is ready to use; every field's
+// comment gives its default.
+type Config struct {
+	// TLS is the client TLS configuration used for amqps:// URLs. Nil means
+	// an empty configuration verifying the broker against the system roots.
+	// Dial clones it, so the caller may reuse it.
+	TLS *tls.Config
+
+	// Logger receives reconnections, re-declarations and consumer restarts.
+	// Nil means a logger that discards everything: the transport stays quiet
+	// unless the application asks otherwise (the engine passes its own).
+	Logger *slog.Logger
+
+	// ConfirmWindow bounds the publishes written but not yet confirmed, plus
+	// those queued for a channel, across the whole transport. A full window
+	// makes Publish wait, up to its ctx. Zero means DefaultConfirmWindow.
+	ConfirmWindow int
+
+	// Channels is the number of publishing channels, each with its own
+	// writer. Zero means DefaultChannels.
+	Channels int
+
+	// MinBackoff and MaxBackoff bound the pause between reconnection
+	// attempts, which doubles from MinBackoff up to MaxBackoff with jitter.
+	// Zero means DefaultMinBackoff and DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+
+	// Heartbeat is the AMQP heartbeat interval that detects a dead peer.
+	// Zero means DefaultHeartbeat.
+	Heartbeat time.Duration
+
+	// ConnectionName is shown by the broker's tools for the connection.
+	// Empty means "acemq".
+	ConnectionName string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ConfirmWindow <= 0 {
+		c.ConfirmWindow = DefaultConfirmWindow
+	}
+	if c.Channels <= 0 {
+		c.Channels = DefaultChannels
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = DefaultMinBackoff
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = DefaultMaxBackoff
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = c.MinBackoff
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+	if c.ConnectionName == "" {
+		c.ConnectionName = "acemq"
+	}
+	return c
+}
+
+// Transport is a transport.Transport over one RabbitMQ connection that it
+// re-establishes by itself. Create it with Dial; it is safe for concurrent
+// use.
+type Transport struct {
+	cfg      Config
+	url      string // the URL as given, credentials included: never print it
+	safeURL  string // the URL with its password redacted
+	password string // for scrubbing error texts
+	log      *slog.Logger
+
+	slots chan struct{} // the confirm window: one token per outstanding publish
+	reqs  chan *pubReq  // publishes waiting for a writer, capacity = window
+
+	mu        sync.Mutex
+	sess      *session      // the live connection, nil while down
+	up        chan struct{} // closed once sess is set; replaced when it is lost
+	down      downState     // why and since when the connection is down
+	gen       uint64        // connections made so far
+	topo      []transport.Topology
+	consumers map[*consumerState]struct{}
+	closed    bool
+
+	replyMu sync.Mutex
+	reply   *replySession
+
+	closing  chan struct{} // closed by Close
+	stopCtx  context.Context
+	stopFunc context.CancelFunc
+	wg       sync.WaitGroup // every goroutine the transport started
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// Dial connects to the broker at url (amqp:// or amqps://) and returns a
+// Transport that keeps that connection alive from then on. Dial is eager: it
+// makes one attempt, bounded by ctx, and returns its error (the URL's
+// password redacted) when the broker cannot be reached or refuses the login.
+// Reconnection applies only once the first connection has been made.
+func Dial(ctx context.Context, url string, cfg Config) (*Transport, error) {
+	cfg = cfg.withDefaults()
+	t := &Transport{
+		cfg:       cfg,
+		url:       url,
+		safeURL:   Redact(url),
+		password:  passwordOf(url),
+		log:       cfg.Logger,
+		slots:     make(chan struct{}, cfg.ConfirmWindow),
+		reqs:      make(chan *pubReq, cfg.ConfirmWindow),
+		up:        make(chan struct{}),
+		consumers: make(map[*consumerState]struct{}),
+		closing:   make(chan struct{}),
+	}
+	t.stopCtx, t.stopFunc = context.WithCancel(context.Background())
+	s, err := t.connect(ctx)
+	if err != nil {
+		t.stopFunc()
+		return nil, err
+	}
+	t.setUp(s)
+	t.wg.Add(1 + cfg.Channels)
+	go t.supervise(s)
+	for range cfg.Channels {
+		go t.keepPublisher()
+	}
+	t.log.Info("acemq: rabbitmq connected", "url", t.safeURL)
+	return t, nil
+}
+
+// dial makes one AMQP connection, bounded by ctx.
+func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
+	var tlsCfg *tls.Config
+	if t.cfg.TLS != nil {
+		tlsCfg = t.cfg.TLS.Clone() // DialConfig writes ServerName into it
+	}
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(t.cfg.ConnectionName)
+	var stop func() bool
+	defer func() {
+		if stop != nil {
+			stop()
+		}
+	}()
+	conn, err := amqp.DialConfig(t.url, amqp.Config{
+		Heartbeat:       t.cfg.Heartbeat,
+		TLSClientConfig: tlsCfg,
+		Properties:      props,
+		Dial: func(network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// The handshakes (TLS, AMQP) end by ctx or in 30 s, whichever
+			// is first; amqp091 clears the deadline once the connection is
+			// open.
+			deadline := time.Now().Add(30 * time.Second)
+			if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+				deadline = dl
+			}
+			if err := c.SetDeadline(deadline); err != nil {
+				_ = c.Close()
+				return nil, err
+			}
+			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+			return c, nil
+		},
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
+		return nil, fmt.Errorf("acemq: dialing rabbitmq at %s: %w", t.safeURL, t.scrub(err))
+	}
+	return conn, nil
+}
+
+// Close closes the connection and ends every goroutine the transport
+// started. Publishes and requests still waiting fail with
+// transport.ErrClosed, running Consume calls return an error wrapping it,
+// and deliveries not yet settled are redelivered by the broker. Close is
+// idempotent: later calls return nil.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	close(t.closing)
+	t.mu.Unlock()
+	t.stopFunc()
+	t.wg.Wait()
+	for {
+		select {
+		case r := <-t.reqs:
+			t.complete(r, errClosed("publish"))
+		default:
+			t.log.Info("acemq: rabbitmq transport closed", "url", t.safeURL)
+			return nil
+		}
+	}
+}
+
+func (t *Transport) isClosed() bool {
+	select {
+	case <-t.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+func errClosed(op string) error {
+	return fmt.Errorf("acemq: rabbitmq %s: %w", op, transport.ErrClosed)
+}

@@ -1,0 +1,93 @@
+// Package rabbitmq is the acemq transport for RabbitMQ, built on
+// github.com/rabbitmq/amqp091-go. Dial returns a *Transport, which
+// implements transport.Transport; the engine (acemq.Connect with an amqp://
+// or amqps:// URL) is its usual user, and no amqp091 type crosses its API.
+//
+// # Connection
+//
+// A Transport owns one AMQP connection. Dial makes it eagerly, with one
+// attempt bounded by its ctx, and fails with the reason, the URL's password
+// replaced by "xxxxx" (see Redact; the same holds for every error, log line
+// and health report the transport produces). amqps:// URLs use Config.TLS.
+//
+// # Publishing
+//
+// Publishes are always mandatory, persistent and confirmed. Config.Channels
+// channels (two by default) are in confirm mode, each with one writer
+// goroutine taking requests from a shared queue and one listener goroutine
+// turning the broker's confirms and returns into outcomes. A caller queues
+// its request and waits for the outcome; nobody holds a lock while a
+// confirm is on its way, so many concurrent publishes share each round
+// trip. The number of publishes queued or awaiting a confirm is capped by
+// Config.ConfirmWindow (1024 by default): a stalled broker makes callers
+// wait, each up to its ctx, instead of growing memory. While the broker
+// blocks the connection (connection.blocked, a resource alarm) the writers
+// hold back. A ctx that ends while its publish waits makes Publish return
+// the ctx's error; the broker may still confirm that message later, but it
+// was not reported sent.
+//
+// A basic.return carries no delivery tag. amqp091 hands a return to the
+// listener before the confirm that follows it on the same channel, so at
+// that moment its publish is still in flight; the listener marks the
+// earliest in-flight publish with the same exchange, routing key, message
+// ID, correlation ID and body, and the confirm then fails it with
+// transport.ErrUnroutable. Matching by ordering alone (the next confirm
+// after a return) is not enough: amqp091 re-sequences confirms, so a
+// slower, earlier publish can sit between the return and its confirm.
+//
+// # Consuming
+//
+// Each Consume has its own channel with the given prefetch and manual
+// acknowledgements, and hands deliveries to its callback from one
+// goroutine, in order. Ack and Nack record the settlement; the consume loop
+// writes them, coalescing a settled run at the head into a single
+// basic.ack with multiple=true. Settled deliveries waiting behind a slow
+// one are written singly once they fill half the prefetch, so a slow
+// message never shuts the window. When its ctx ends, Consume cancels the
+// consumer, waits until every delivery it handed out is settled (those of
+// a channel that died count as settled) and returns nil.
+//
+// # Reconnection
+//
+// amqp091-go v1.16 has an opt-in Config.Recovery that reconnects and
+// replays recorded topology and consumers. This package does not use it and
+// runs its own loop instead, because Recovery gives up after a bounded
+// number of attempts at a fixed interval (the transport must retry forever
+// with capped exponential backoff and jitter, from Config.MinBackoff to
+// Config.MaxBackoff); because it revives the same *Channel values, so a
+// delivery tag from before the loss would look valid on the recovered
+// channel and could acknowledge a different message; and because
+// confirmations in flight at the loss are dropped with no hook to send
+// their messages again. The two mechanisms must never be combined.
+//
+// On a loss the loop marks the transport down (Health reports it), dials
+// until it succeeds or Close is called, declares again everything Declare
+// declared, in order, and only then lets writers and consumers onto the
+// new connection. Publishes made meanwhile wait, each up to its ctx.
+// Publishes in flight on a lost connection are sent again on the next one
+// with the same message and ID (at-least-once) unless their caller has gone;
+// a channel the broker closes for a reason that would recur (a missing
+// exchange, say) fails the publishes it names instead. Every Consume starts
+// again on the new connection. Each consumer channel is the acknowledger
+// of the deliveries it handed out, so a delivery from before the loss is
+// refused with an error rather than acknowledged on a newer channel; the
+// broker redelivers it.
+//
+// # Topology and the rest
+//
+// Declare makes durable exchanges and queues (Queue.Quorum sets
+// x-queue-type: quorum) and bindings, each call on a fresh channel since a
+// refusal closes the channel. A queue declared again with other arguments
+// fails wrapping transport.ErrTopologyConflict and the broker's
+// *amqp091.Error. Get uses basic.get with a channel per message, open until
+// it is settled. Request uses RabbitMQ's direct reply-to: one channel
+// consumes amq.rabbitmq.reply-to and publishes the requests, as the broker
+// requires, and a dispatcher matches replies by correlation ID.
+//
+// # Logging and goroutines
+//
+// Config.Logger defaults to a handler that discards: a library should not
+// write to the application's logs unless asked to. Every goroutine the
+// transport starts (the supervisor, writers, listeners, the reply
+// dispatcher) is owned by it and ends before Close returns.
+package rabbitmq

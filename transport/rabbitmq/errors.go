@@ -1,0 +1,70 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// ctxError reports that ctx ended while op waited; errors.Is matches
+// ctx.Err() (context.Canceled or context.DeadlineExceeded).
+func ctxError(op string, ctx context.Context) error {
+	err := ctx.Err()
+	if err == nil {
+		err = context.Canceled
+	}
+	return fmt.Errorf("acemq: rabbitmq %s: %w", op, err)
+}
+
+// amqpCode returns the reply code of the *amqp.Error in err's chain, or 0.
+func amqpCode(err error) int {
+	var e *amqp.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// isSoftError reports a channel-level refusal by the broker: the channel is
+// closed but the connection lives, and sending the same again fails again.
+func isSoftError(err error) bool {
+	switch amqpCode(err) {
+	case amqp.AccessRefused, amqp.NotFound, amqp.ResourceLocked, amqp.PreconditionFailed:
+		return true
+	}
+	return false
+}
+
+// classify wraps a broker error met while doing op on name: a 404 with
+// transport.ErrNotFound, a 406 with transport.ErrTopologyConflict. Both the
+// sentinel and the *amqp.Error stay reachable through errors.Is/As.
+func classify(op, kind, name string, err error) error {
+	switch amqpCode(err) {
+	case amqp.NotFound:
+		return fmt.Errorf("acemq: rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
+	case amqp.PreconditionFailed:
+		return fmt.Errorf("acemq: rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
+	}
+	return fmt.Errorf("acemq: rabbitmq %s %s %q: %w", op, kind, name, err)
+}
+
+// names reports whether a broker error's text names the entity, as in
+// "NOT_FOUND - no exchange 'orders' in vhost '/'".
+func names(err error, name string) bool {
+	var e *amqp.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return strings.Contains(e.Reason, "'"+name+"'")
+}
+
+// stamp formats an instant for health and error texts.
+func stamp(t time.Time) string {
+	return t.UTC().Format(time.RFC3339)
+}

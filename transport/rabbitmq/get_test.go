@@ -1,0 +1,93 @@
+package rabbitmq_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/rabbitmq"
+)
+
+func TestGet(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	q := queue(t, tr, "get", nil)
+	if _, ok, err := tr.Get(ctxT(t), q); ok || err != nil {
+		t.Fatalf("Get of an empty queue = %v, %v; want false, nil", ok, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: q, MessageID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, ok, err := tr.Get(ctxT(t), q)
+	if err != nil || !ok || a.MessageID != "a" || a.Queue != q {
+		t.Fatalf("Get = %+v, %v, %v", a, ok, err)
+	}
+	if err := a.Nack(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ack(); err == nil {
+		t.Error("settling a Get delivery twice succeeded")
+	}
+	a, _, _ = tr.Get(ctxT(t), q)
+	if a.MessageID != "a" || !a.Redelivered {
+		t.Fatalf("after the requeue Get = %q redelivered=%v", a.MessageID, a.Redelivered)
+	}
+	b, _, _ := tr.Get(ctxT(t), q)
+	for _, d := range []transport.Delivery{a, b} {
+		if err := d.Ack(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok, err := tr.Get(ctxT(t), q); ok || err != nil {
+		t.Fatalf("Get after acking both = %v, %v; want false, nil", ok, err)
+	}
+	if _, _, err := tr.Get(ctxT(t), acemqtest.QueueName(t, "missing")); !errors.Is(err, transport.ErrNotFound) {
+		t.Fatalf("Get of a missing queue = %v; want ErrNotFound", err)
+	}
+}
+
+func TestRequestReply(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	server := dial(t, brokerURL(t), rabbitmq.Config{})
+	q := queue(t, tr, "rpc", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Consume(ctx, q, 10, func(d transport.Delivery) {
+			reply := transport.Message{RoutingKey: d.ReplyTo, CorrelationID: d.MessageID, Body: append([]byte("re: "), d.Body...)}
+			if err := server.Publish(ctx, reply); err != nil {
+				t.Errorf("reply: %v", err)
+			}
+			_ = d.Ack()
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	for _, id := range []string{"r1", "r2", "r3"} {
+		got, err := tr.Request(ctxT(t), transport.Message{RoutingKey: q, MessageID: id, Body: []byte(id)})
+		if err != nil {
+			t.Fatalf("Request %s: %v", id, err)
+		}
+		if got.CorrelationID != id || string(got.Body) != "re: "+id {
+			t.Fatalf("reply to %s = %q %q", id, got.CorrelationID, got.Body)
+		}
+	}
+	// Nobody answers on this queue: the ctx ends the wait.
+	silent := queue(t, tr, "silent", nil)
+	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := tr.Request(short, transport.Message{RoutingKey: silent, MessageID: "unanswered"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("unanswered Request = %v; want DeadlineExceeded", err)
+	}
+	if _, err := tr.Request(ctxT(t), transport.Message{RoutingKey: acemqtest.QueueName(t, "nobody"), MessageID: "x"}); !errors.Is(err, transport.ErrUnroutable) {
+		t.Fatalf("Request to no queue = %v; want ErrUnroutable", err)
+	}
+	if _, err := tr.Request(ctxT(t), transport.Message{RoutingKey: q}); err == nil {
+		t.Fatal("Request without a MessageID succeeded")
+	}
+}

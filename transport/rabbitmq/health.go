@@ -1,0 +1,65 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Health returns nil when the connection is up, the broker is not blocking
+// it, and every running Consume is consuming. Otherwise it returns an
+// error saying what is down and since when: the connection (with the
+// reconnection attempts made and the last failure, the URL's password
+// redacted), the broker's block, and each consumer that is not consuming,
+// joined. A closed transport reports transport.ErrClosed.
+func (t *Transport) Health(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return ctxError("health", ctx)
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return errClosed("health")
+	}
+	s := t.sess
+	down := t.down
+	consumers := make([]*consumerState, 0, len(t.consumers))
+	for c := range t.consumers {
+		consumers = append(consumers, c)
+	}
+	t.mu.Unlock()
+
+	var errs []error
+	if s == nil {
+		if down.err == nil {
+			down.err = errConnectionLost
+		}
+		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s): %w",
+			t.safeURL, stamp(down.since), attempts(down.attempts), down.err))
+	} else {
+		s.mu.Lock()
+		if s.unblocked != nil {
+			errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s blocked by the broker since %s: %s",
+				t.safeURL, stamp(s.blockedSince), s.blockReason))
+		}
+		s.mu.Unlock()
+	}
+	sort.Slice(consumers, func(i, j int) bool { return consumers[i].queue < consumers[j].queue })
+	for _, c := range consumers {
+		c.mu.Lock()
+		if !c.consuming {
+			errs = append(errs, fmt.Errorf("acemq: rabbitmq consumer on %q not consuming since %s: %w",
+				c.queue, stamp(c.since), t.scrub(c.err)))
+		}
+		c.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}

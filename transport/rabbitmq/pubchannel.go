@@ -1,0 +1,268 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// pubChannel is one publishing channel in confirm mode: a writer (the
+// goroutine calling run) takes requests from src and writes them, a
+// listener goroutine resolves them from the broker's returns and confirms.
+// No lock is held while a confirm is awaited: the writer moves on to the
+// next request at once.
+type pubChannel struct {
+	t   *Transport
+	s   *session
+	ch  *amqp.Channel
+	src chan *pubReq // where requests come from, and go back to on loss
+
+	mu       sync.Mutex
+	inflight map[uint64]*pubReq // written, not yet confirmed, by delivery tag
+	dead     bool
+	died     chan struct{} // closed by the listener once the channel is gone
+	next     uint64        // the last delivery tag used; the writer's alone
+}
+
+// openPubChannel opens a channel on s in confirm mode and starts its
+// listener. The caller runs the writer with run.
+func (t *Transport) openPubChannel(s *session, src chan *pubReq) (*pubChannel, error) {
+	ch, err := s.conn.Channel()
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	pc := &pubChannel{
+		t:        t,
+		s:        s,
+		ch:       ch,
+		src:      src,
+		inflight: make(map[uint64]*pubReq),
+		died:     make(chan struct{}),
+	}
+	// Confirms are buffered beyond the window, so the connection's reader
+	// never waits on them. Returns are unbuffered on purpose: the reader
+	// hands a return over before it goes on to the confirm that follows it,
+	// so the listener always sees a return while its publish is in flight.
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, t.cfg.ConfirmWindow+16))
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	t.wg.Add(1)
+	go pc.listen(confirms, returns, closes)
+	return pc, nil
+}
+
+// keepPublisher keeps one publishing channel open on whatever connection is
+// live, until the transport closes.
+func (t *Transport) keepPublisher() {
+	defer t.wg.Done()
+	failures := 0
+	for {
+		s, err := t.current(t.stopCtx, "publisher")
+		if err != nil {
+			return
+		}
+		pc, err := t.openPubChannel(s, t.reqs)
+		if err != nil {
+			t.log.Warn("acemq: rabbitmq publishing channel did not open", "err", t.scrub(err))
+		} else {
+			failures = 0
+			pc.run()
+		}
+		// A channel the broker closed on a live connection is reopened after
+		// a pause, so a request it keeps refusing cannot spin the loop.
+		select {
+		case <-s.done:
+		default:
+			failures++
+			if !t.sleep(t.backoff(failures - 1)) {
+				return
+			}
+		}
+	}
+}
+
+// run writes requests from src until the channel dies or the transport closes.
+func (pc *pubChannel) run() {
+	for {
+		select {
+		case <-pc.died:
+			return
+		case <-pc.t.closing:
+			_ = pc.ch.Close()
+			<-pc.died
+			return
+		case r := <-pc.src:
+			if !pc.write(r) {
+				_ = pc.ch.Close()
+				<-pc.died
+				return
+			}
+		}
+	}
+}
+
+// write publishes r; false means the channel is unusable.
+func (pc *pubChannel) write(r *pubReq) bool {
+	t := pc.t
+	if r.abandoned() {
+		t.complete(r, r.ctx.Err())
+		return true
+	}
+	if wait := pc.s.blockedWait(); wait != nil {
+		select {
+		case <-wait:
+		case <-pc.died:
+			t.requeue(pc.src, r, errConnectionLost)
+			return false
+		case <-r.ctx.Done():
+			t.complete(r, r.ctx.Err())
+			return true
+		}
+	}
+	tag := pc.next + 1
+	pc.mu.Lock()
+	if pc.dead {
+		pc.mu.Unlock()
+		t.requeue(pc.src, r, errConnectionLost)
+		return false
+	}
+	pc.inflight[tag] = r // before the write: the confirm may come at once
+	pc.mu.Unlock()
+	err := pc.ch.PublishWithContext(context.Background(), r.exchange, r.key, r.mandatory(), false, r.msg)
+	if err != nil {
+		pc.mu.Lock()
+		own := pc.inflight[tag] == r
+		if own {
+			delete(pc.inflight, tag)
+		}
+		pc.mu.Unlock()
+		if own {
+			t.requeue(pc.src, r, err)
+		}
+		return false
+	}
+	pc.next = tag
+	return true
+}
+
+// listen resolves in-flight requests until the channel is gone, then
+// settles the rest: sent again, failed, or dropped when abandoned.
+func (pc *pubChannel) listen(confirms chan amqp.Confirmation, returns chan amqp.Return, closes chan *amqp.Error) {
+	defer pc.t.wg.Done()
+	for confirms != nil || returns != nil {
+		select {
+		case c, ok := <-confirms:
+			if !ok {
+				confirms = nil
+				continue
+			}
+			pc.confirm(c)
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			pc.markReturned(r)
+		}
+	}
+	var cause error = errConnectionLost
+	if e, ok := <-closes; ok && e != nil {
+		cause = e
+	}
+	pc.die(cause)
+}
+
+func (pc *pubChannel) confirm(c amqp.Confirmation) {
+	pc.mu.Lock()
+	r := pc.inflight[c.DeliveryTag]
+	delete(pc.inflight, c.DeliveryTag)
+	pc.mu.Unlock()
+	switch {
+	case r == nil:
+	case !c.Ack:
+		pc.t.complete(r, fmt.Errorf("acemq: rabbitmq %s: %w", r.what(), transport.ErrNacked))
+	default:
+		pc.t.complete(r, r.returned)
+	}
+}
+
+// markReturned finds the publish a basic.return answers. A return carries
+// no delivery tag, but it reaches the listener before its own confirm, so
+// its publish is still in flight: it is the earliest in-flight request not
+// yet returned with the same exchange, routing key, message and
+// correlation IDs and body. Two in-flight requests alike in all of these
+// are the same message, and which of the two is told it was unroutable
+// makes no difference to the caller.
+func (pc *pubChannel) markReturned(ret amqp.Return) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	var best uint64
+	for tag, r := range pc.inflight {
+		if r.returned != nil || (best != 0 && tag > best) {
+			continue
+		}
+		if r.exchange == ret.Exchange && r.key == ret.RoutingKey &&
+			r.msg.MessageId == ret.MessageId && r.msg.CorrelationId == ret.CorrelationId &&
+			bytes.Equal(r.msg.Body, ret.Body) {
+			best = tag
+		}
+	}
+	if best == 0 {
+		return
+	}
+	pc.inflight[best].returned = fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w (%d %s)",
+		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
+}
+
+// die marks the channel gone and settles what was in flight on it. After a
+// connection loss those requests are sent again; after a broker refusal of
+// the channel (a missing exchange, say) the ones it names fail with the
+// refusal and the others go again, or all fail when it names none.
+func (pc *pubChannel) die(cause error) {
+	pc.mu.Lock()
+	pc.dead = true
+	lost := make([]uint64, 0, len(pc.inflight))
+	for tag := range pc.inflight {
+		lost = append(lost, tag)
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+	reqs := make([]*pubReq, len(lost))
+	for i, tag := range lost {
+		reqs[i] = pc.inflight[tag]
+	}
+	pc.inflight = nil
+	pc.mu.Unlock()
+	close(pc.died)
+
+	t := pc.t
+	if !isSoftError(cause) {
+		for _, r := range reqs {
+			t.requeue(pc.src, r, cause)
+		}
+		return
+	}
+	t.log.Warn("acemq: rabbitmq closed a publishing channel", "err", cause, "inflight", len(reqs))
+	named := false
+	for _, r := range reqs {
+		if names(cause, r.exchange) {
+			named = true
+		}
+	}
+	for _, r := range reqs {
+		if named && !names(cause, r.exchange) {
+			t.requeue(pc.src, r, cause)
+			continue
+		}
+		t.complete(r, classify("publish to", "exchange", r.exchange, cause))
+	}
+}

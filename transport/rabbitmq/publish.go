@@ -1,0 +1,234 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// pubReq is one publish travelling through the transport. It holds one
+// token of the confirm window from the moment it is queued until it is
+// completed; whoever removes it from the transport (a writer dropping an
+// abandoned one, a listener resolving its confirm, Close draining the
+// queue) completes it, exactly once.
+type pubReq struct {
+	ctx      context.Context // the caller's; once it ends the caller is gone
+	exchange string
+	key      string
+	msg      amqp.Publishing
+	done     chan error // capacity 1: the outcome
+	returned error      // set by the listener when a basic.return matched it
+	// resend tells what to do when the channel dies before its confirm:
+	// true sends it again elsewhere, false fails it (direct reply-to
+	// requests, which are bound to the channel that sent them).
+	resend bool
+}
+
+func (r *pubReq) abandoned() bool { return r.ctx.Err() != nil }
+
+// mandatory tells whether the publish carries the mandatory flag: always,
+// except for a reply to a direct reply-to address, which RabbitMQ counts as
+// "not routed" (and returns) even when it reaches the requester.
+func (r *pubReq) mandatory() bool {
+	return r.exchange != "" || !strings.HasPrefix(r.key, transport.DirectReplyTo+".")
+}
+
+// Publish sends m with the mandatory flag and persistent delivery mode on
+// one of the publishing channels (a reply to a direct reply-to address goes
+// without the flag, since RabbitMQ reports such replies unroutable even when
+// they arrive), and returns once the broker confirmed it.
+// It waits, each wait bounded by ctx, for room in the confirm window, for
+// the connection when it is down, and for the confirm. A publish whose
+// confirm is lost with its connection is sent again, with the same message
+// ID, on the next one; it is never reported sent unless confirmed. An
+// unroutable message fails wrapping transport.ErrUnroutable, a nack
+// wrapping transport.ErrNacked, a publish to a missing exchange wrapping
+// transport.ErrNotFound.
+func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
+	if t.isClosed() {
+		return errClosed("publish")
+	}
+	req, err := newPubReq(ctx, m, true)
+	if err != nil {
+		return err
+	}
+	return t.send(ctx, t.reqs, req)
+}
+
+func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
+	headers, err := toTable(m.Headers)
+	if err != nil {
+		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
+	}
+	return &pubReq{
+		ctx:      ctx,
+		exchange: m.Exchange,
+		key:      m.RoutingKey,
+		resend:   resend,
+		done:     make(chan error, 1),
+		msg: amqp.Publishing{
+			Headers:       headers,
+			ContentType:   m.ContentType,
+			MessageId:     m.MessageID,
+			CorrelationId: m.CorrelationID,
+			Type:          m.Type,
+			AppId:         m.AppID,
+			ReplyTo:       m.ReplyTo,
+			Timestamp:     m.Timestamp,
+			Body:          bytes.Clone(m.Body), // the caller may reuse its buffer
+			DeliveryMode:  amqp.Persistent,
+		},
+	}, nil
+}
+
+// acquire takes a confirm-window token for req, waiting up to ctx.
+func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
+	select {
+	case t.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctxError(req.what()+" waiting for room in the confirm window", ctx)
+	case <-t.closing:
+		return errClosed("publish")
+	}
+}
+
+// send takes a window token, queues req on q and waits for its outcome.
+func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error {
+	if err := t.acquire(ctx, req); err != nil {
+		return err
+	}
+	// Every queued or in-flight request holds a token and q holds as many
+	// as the window, so this never blocks; the default is a safety net.
+	select {
+	case q <- req:
+	default:
+		<-t.slots
+		return fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", req.what())
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The request stays owned by the transport; if it was written it
+		// may still be confirmed, but this caller is told it was not.
+		return ctxError(req.what()+" waiting for its confirm", ctx)
+	case <-t.closing:
+		return errClosed(req.what())
+	}
+}
+
+func (r *pubReq) what() string {
+	return fmt.Sprintf("publish to exchange %q, routing key %q", r.exchange, r.key)
+}
+
+// complete delivers req's outcome and gives back its window token.
+func (t *Transport) complete(r *pubReq, err error) {
+	select {
+	case r.done <- err:
+	default:
+	}
+	<-t.slots
+}
+
+// requeue hands a request whose channel died back to the writers, or
+// completes it when nobody waits for it any more or it cannot be resent.
+func (t *Transport) requeue(q chan *pubReq, r *pubReq, cause error) {
+	switch {
+	case t.isClosed():
+		t.complete(r, errClosed(r.what()))
+		return
+	case r.abandoned():
+		t.complete(r, r.ctx.Err())
+		return
+	case !r.resend:
+		t.complete(r, fmt.Errorf("acemq: rabbitmq %s: the channel closed before the confirm: %w", r.what(), t.scrub(cause)))
+		return
+	}
+	select {
+	case q <- r:
+	default:
+		t.complete(r, fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", r.what()))
+	}
+}
+
+// toTable converts application headers to an AMQP table, nested maps
+// included, and checks every value is one AMQP can carry.
+func toTable(h map[string]any) (amqp.Table, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	t := make(amqp.Table, len(h))
+	for k, v := range h {
+		t[k] = toField(v)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func toField(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		t := make(amqp.Table, len(x))
+		for k, e := range x {
+			t[k] = toField(e)
+		}
+		return t
+	case amqp.Table:
+		return toField(map[string]any(x))
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = toField(e)
+		}
+		return out
+	case []byte:
+		return bytes.Clone(x)
+	case []string:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = e
+		}
+		return out
+	case uint:
+		return int64(x)
+	case uint8:
+		return x
+	case uint64:
+		if x <= 1<<63-1 {
+			return int64(x)
+		}
+	}
+	return v
+}
+
+// fromTable converts an AMQP table to plain maps, nested tables included,
+// so the engine never meets an amqp091 type. It never returns nil.
+func fromTable(t amqp.Table) map[string]any {
+	m := make(map[string]any, len(t))
+	for k, v := range t {
+		m[k] = fromField(v)
+	}
+	return m
+}
+
+func fromField(v any) any {
+	switch x := v.(type) {
+	case amqp.Table:
+		return fromTable(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = fromField(e)
+		}
+		return out
+	}
+	return v
+}

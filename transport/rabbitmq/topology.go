@@ -1,0 +1,244 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// withChannel runs fn on a fresh channel of the live connection and closes
+// it after. A fresh channel per call keeps a broker refusal (which closes
+// the channel) from touching anything else. ctx bounds the wait for the
+// connection and, by closing the channel under it, every call fn makes.
+func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Channel) error) error {
+	for {
+		s, err := t.current(ctx, op)
+		if err != nil {
+			return err
+		}
+		ch, err := s.conn.Channel()
+		if err != nil {
+			// The connection died under us: wait for the next one.
+			select {
+			case <-s.done:
+				continue
+			case <-ctx.Done():
+				return ctxError(op, ctx)
+			case <-t.closing:
+				return errClosed(op)
+			}
+		}
+		stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+		err = fn(ch)
+		if !stop() && err != nil {
+			return errors.Join(ctxError(op, ctx), err)
+		}
+		_ = ch.Close()
+		return err
+	}
+}
+
+// Declare creates exchanges, queues and bindings, durable, in the order
+// given, and remembers them so that every later connection declares them
+// again, in the same order, before anything is published or consumed on
+// it. A declaration that contradicts the broker's (a queue with other
+// arguments, say) fails wrapping transport.ErrTopologyConflict and the
+// broker's *amqp091.Error, naming the entity; one naming a missing exchange
+// or queue fails wrapping transport.ErrNotFound.
+func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) error {
+	for _, it := range items {
+		if err := validate(it); err != nil {
+			return err
+		}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	return t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
+		for _, it := range items {
+			if err := declareOne(ch, it); err != nil {
+				return err
+			}
+			t.record(it)
+		}
+		return nil
+	})
+}
+
+func validate(it transport.Topology) error {
+	switch v := it.(type) {
+	case transport.Exchange:
+		switch v.Kind {
+		case "", "direct", "topic", "fanout", "headers":
+		default:
+			return fmt.Errorf("acemq: rabbitmq declare exchange %q: unknown kind %q (want direct, topic, fanout or headers)", v.Name, v.Kind)
+		}
+	case transport.Queue:
+		if v.Name == "" {
+			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
+		}
+		if _, err := toTable(v.Args); err != nil {
+			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
+		}
+	case transport.Binding:
+		if v.Queue == "" {
+			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q: the binding names no queue", v.Exchange)
+		}
+	case nil:
+		return errors.New("acemq: rabbitmq declare: a topology item is nil")
+	default:
+		return fmt.Errorf("acemq: rabbitmq declare: unknown topology item %T", it)
+	}
+	return nil
+}
+
+func declareOne(ch *amqp.Channel, it transport.Topology) error {
+	switch v := it.(type) {
+	case transport.Exchange:
+		if v.Name == "" {
+			return nil // the default exchange always exists
+		}
+		kind := v.Kind
+		if kind == "" {
+			kind = amqp.ExchangeDirect
+		}
+		if err := ch.ExchangeDeclare(v.Name, kind, true, false, false, false, nil); err != nil {
+			return classify("declare", "exchange", v.Name, err)
+		}
+	case transport.Queue:
+		args, _ := toTable(v.Args)
+		if v.Quorum {
+			if args == nil {
+				args = amqp.Table{}
+			}
+			args["x-queue-type"] = amqp.QueueTypeQuorum
+		}
+		if _, err := ch.QueueDeclare(v.Name, true, false, false, false, args); err != nil {
+			return classify("declare", "queue", v.Name, err)
+		}
+	case transport.Binding:
+		if err := ch.QueueBind(v.Queue, v.Key, v.Exchange, false, nil); err != nil {
+			return classify("declare", "binding to queue", v.Queue, fmt.Errorf("from exchange %q, key %q: %w", v.Exchange, v.Key, err))
+		}
+	}
+	return nil
+}
+
+// record adds it to the remembered topology unless already there; a queue
+// declared again replaces its earlier entry in place.
+func (t *Transport) record(it transport.Topology) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, have := range t.topo {
+		if q, ok := it.(transport.Queue); ok {
+			if hq, ok := have.(transport.Queue); ok && hq.Name == q.Name {
+				q.Args = maps.Clone(q.Args)
+				t.topo[i] = q
+				return
+			}
+			continue
+		}
+		if have == it {
+			return
+		}
+	}
+	if q, ok := it.(transport.Queue); ok {
+		q.Args = maps.Clone(q.Args)
+		it = q
+	}
+	t.topo = append(t.topo, it)
+}
+
+// forget drops a deleted queue and its bindings from the remembered topology.
+func (t *Transport) forget(queue string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.topo[:0]
+	for _, it := range t.topo {
+		switch v := it.(type) {
+		case transport.Queue:
+			if v.Name == queue {
+				continue
+			}
+		case transport.Binding:
+			if v.Queue == queue {
+				continue
+			}
+		}
+		kept = append(kept, it)
+	}
+	clear(t.topo[len(kept):])
+	t.topo = kept
+}
+
+// redeclare declares the remembered topology on a new session. A refused
+// item is logged and skipped (its channel is replaced); only a dead
+// connection fails the session.
+func (t *Transport) redeclare(ctx context.Context, s *session) error {
+	t.mu.Lock()
+	items := append([]transport.Topology(nil), t.topo...)
+	t.mu.Unlock()
+	if len(items) == 0 {
+		return nil
+	}
+	var ch *amqp.Channel
+	defer func() {
+		if ch != nil {
+			_ = ch.Close()
+		}
+	}()
+	for _, it := range items {
+		if ch == nil {
+			c, err := s.conn.Channel()
+			if err != nil {
+				return fmt.Errorf("acemq: rabbitmq declaring the topology again: %w", t.scrub(err))
+			}
+			ch = c
+		}
+		if err := declareOne(ch, it); err != nil {
+			if ctx.Err() != nil || s.conn.IsClosed() {
+				return fmt.Errorf("acemq: rabbitmq declaring the topology again: %w", t.scrub(err))
+			}
+			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
+			_ = ch.Close()
+			ch = nil
+		}
+	}
+	return nil
+}
+
+// Inspect reports queue's ready messages and consumers through a passive
+// declaration; a missing queue fails wrapping transport.ErrNotFound.
+func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueInfo, error) {
+	var info transport.QueueInfo
+	err := t.withChannel(ctx, fmt.Sprintf("inspect queue %q", queue), func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil {
+			return classify("inspect", "queue", queue, err)
+		}
+		info = transport.QueueInfo{Name: q.Name, Messages: q.Messages, Consumers: q.Consumers}
+		return nil
+	})
+	return info, err
+}
+
+// DeleteQueue deletes queue and the messages in it, and forgets it so it
+// is not declared again after a reconnection. A missing queue is not an
+// error.
+func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
+	err := t.withChannel(ctx, fmt.Sprintf("delete queue %q", queue), func(ch *amqp.Channel) error {
+		if _, err := ch.QueueDelete(queue, false, false, false); err != nil && amqpCode(err) != amqp.NotFound {
+			return classify("delete", "queue", queue, err)
+		}
+		return nil
+	})
+	if err == nil {
+		t.forget(queue)
+	}
+	return err
+}
