@@ -1,0 +1,35 @@
+# acemq — see README.md.
+GO      ?= go
+PKGS    := $(shell $(GO) list ./... | grep -v /faulttest)
+FAULT   := ./transport/rabbitmq/faulttest
+FUZZTIME ?= 30s
+
+.PHONY: test test-unit test-fault vet bench fuzz fuzz-seed quickstart
+
+# Everything CI runs: vet, the race-enabled suite, then the broker fault
+# tests on their own (they restart the shared broker, so nothing may run
+# beside them).
+test: vet test-unit test-fault
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || (echo "gofmt would change:"; gofmt -l .; exit 1)
+
+test-unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+test-fault:
+	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(FAULT)
+
+# Benchmarks: the engine on the memory transport, and acemq against raw
+# amqp091-go on the local broker where it answers.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
+
+# Each fuzz target for FUZZTIME.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) .
+	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime $(FUZZTIME) ./transport/memory
+
+quickstart:
+	$(GO) run ./examples/quickstart

@@ -1,0 +1,249 @@
+package acemq
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// ConnOption configures a Conn. Options are fixed for the life of the Conn.
+type ConnOption interface{ applyConn(*connConfig) }
+
+type connOptionFunc func(*connConfig)
+
+func (f connOptionFunc) applyConn(c *connConfig) { f(c) }
+
+type connConfig struct {
+	transport     transport.Transport
+	publishChain  []PublishInterceptor
+	consumeChain  []ConsumeInterceptor
+	codec         Codec
+	codecs        codecSet
+	origin        string
+	policy        RetryPolicy
+	meterProvider metric.MeterProvider
+	logger        *slog.Logger
+	tls           *tls.Config
+	onSettled     []func(context.Context, Settlement)
+	errs          []error
+}
+
+func (c *connConfig) fail(err error) { c.errs = append(c.errs, err) }
+
+var errNilInterceptor = errors.New("acemq: the interceptor is nil")
+
+// WithTransport makes the Conn use t, whatever the URL's scheme says. The
+// Conn closes t when it closes.
+func WithTransport(t transport.Transport) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if t == nil {
+			c.fail(errors.New("acemq: WithTransport was given a nil transport"))
+			return
+		}
+		c.transport = t
+	})
+}
+
+// WithPublishInterceptor appends ic to the publish chain. Interceptors run in
+// the order they were given. A nil ic fails Connect.
+func WithPublishInterceptor(ic PublishInterceptor) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if ic == nil {
+			c.fail(errNilInterceptor)
+			return
+		}
+		c.publishChain = append(c.publishChain, ic)
+	})
+}
+
+// WithConsumeInterceptor appends ic to the consume chain. Interceptors run
+// in the order they were given. A nil ic fails Connect.
+func WithConsumeInterceptor(ic ConsumeInterceptor) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if ic == nil {
+			c.fail(errNilInterceptor)
+			return
+		}
+		c.consumeChain = append(c.consumeChain, ic)
+	})
+}
+
+// WithCodec makes codec the one the Conn publishes with (default JSON) and
+// adds it to the codecs its consumers choose from by content type. Given
+// several times, the last publishes and all decode.
+func WithCodec(codec Codec) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if codec == nil || codec.ContentType() == "" {
+			c.fail(errors.New("acemq: WithCodec was given a nil codec or one without a content type"))
+			return
+		}
+		c.codec = codec
+		c.codecs[codec.ContentType()] = codec
+	})
+}
+
+// WithOrigin sets the Origin stamped on every message this Conn publishes
+// first. The default is <executable>@<hostname>.
+func WithOrigin(origin string) ConnOption {
+	return connOptionFunc(func(c *connConfig) { c.origin = origin })
+}
+
+// WithRetryPolicy sets the retry ladder of every consumer on the Conn that
+// does not set its own with WithConsumerRetry. The default is DefaultRetryPolicy.
+func WithRetryPolicy(p RetryPolicy) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		p, err := p.normalize()
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		c.policy = p
+	})
+}
+
+// WithMeterProvider sets where the engine's instruments are created. The
+// default is the global provider (otel.GetMeterProvider).
+func WithMeterProvider(mp metric.MeterProvider) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if mp == nil {
+			c.fail(errors.New("acemq: WithMeterProvider was given nil"))
+			return
+		}
+		c.meterProvider = mp
+	})
+}
+
+// WithLogger sets the logger the Conn and its transport write to. The
+// default is slog.Default().
+func WithLogger(l *slog.Logger) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if l == nil {
+			c.fail(errors.New("acemq: WithLogger was given nil"))
+			return
+		}
+		c.logger = l
+	})
+}
+
+// WithTLS sets the TLS configuration for amqps:// URLs. Without it amqps://
+// uses the system's roots and the URL's host name.
+func WithTLS(cfg *tls.Config) ConnOption {
+	return connOptionFunc(func(c *connConfig) { c.tls = cfg })
+}
+
+// OnSettled registers fn to run after every delivery any consumer of the
+// Conn settles, refusals and parking included, on the worker that settled
+// it. It may be given several times; all run, in the order given, after the
+// delivery's metrics are recorded and its WhenSettled callbacks have run.
+func OnSettled(fn func(context.Context, Settlement)) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if fn == nil {
+			c.fail(errors.New("acemq: OnSettled was given a nil function"))
+			return
+		}
+		c.onSettled = append(c.onSettled, fn)
+	})
+}
+
+// Connect connects to the broker url names and returns a Conn. It dials
+// eagerly: it fails if the first connection cannot be made before ctx ends.
+//
+//   - amqp:// and amqps:// connect to RabbitMQ.
+//   - memory://NAME joins the in-process broker NAME; memory:// alone gets a
+//     fresh one. Conns with the same NAME in one process share a broker.
+//
+// WithTransport overrides the scheme.
+func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, error) {
+	cfg := connConfig{
+		codec:  JSON,
+		codecs: codecSet{JSON.ContentType(): JSON},
+		policy: DefaultRetryPolicy(),
+	}
+	for _, o := range opts {
+		if o == nil {
+			cfg.fail(errors.New("acemq: Connect was given a nil option"))
+			continue
+		}
+		o.applyConn(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		if cfg.transport != nil {
+			_ = cfg.transport.Close()
+		}
+		return nil, errors.Join(cfg.errs...)
+	}
+	if cfg.meterProvider == nil {
+		cfg.meterProvider = otel.GetMeterProvider()
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	if cfg.origin == "" {
+		cfg.origin = defaultOrigin()
+	}
+	if cfg.transport == nil {
+		t, err := dial(ctx, rawURL, &cfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.transport = t
+	}
+	return newConn(cfg)
+}
+
+// dial picks a transport by the URL's scheme.
+func dial(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transport, error) {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("acemq: %q is not a URL (want amqp://, amqps:// or memory://)", Redact(rawURL))
+	}
+	switch strings.ToLower(scheme) {
+	case "memory":
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return memory.New(strings.TrimSuffix(rest, "/")), nil
+	case "amqp", "amqps":
+		return dialRabbitMQ(ctx, rawURL, cfg)
+	}
+	return nil, fmt.Errorf("acemq: unsupported URL scheme %q (want amqp, amqps or memory)", scheme)
+}
+
+// Redact returns rawURL with its password replaced by "xxxxx", for errors
+// and logs. A string that does not parse is cut at its last '@'.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		if i := strings.LastIndex(rawURL, "@"); i >= 0 {
+			if j := strings.Index(rawURL, "://"); j >= 0 && j < i {
+				return rawURL[:j+3] + "xxxxx" + rawURL[i:]
+			}
+			return "xxxxx" + rawURL[i:]
+		}
+		return rawURL
+	}
+	return u.Redacted()
+}
+
+func defaultOrigin() string {
+	exe := "acemq"
+	if p, err := os.Executable(); err == nil {
+		exe = filepath.Base(p)
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return exe + "@" + host
+}

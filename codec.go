@@ -1,0 +1,52 @@
+package acemq
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Codec turns payloads into bodies and back. A Conn publishes with one codec
+// (JSON unless WithCodec says otherwise) and decodes with whichever of its
+// codecs matches a delivery's content type.
+type Codec interface {
+	// ContentType is the MIME type the codec writes and reads.
+	ContentType() string
+	// Encode renders v.
+	Encode(v any) ([]byte, error)
+	// Decode reads data into v, a pointer.
+	Decode(data []byte, v any) error
+}
+
+// JSON is the default codec, encoding/json under application/json.
+var JSON Codec = jsonCodec{}
+
+type jsonCodec struct{}
+
+func (jsonCodec) ContentType() string             { return "application/json" }
+func (jsonCodec) Encode(v any) ([]byte, error)    { return json.Marshal(v) }
+func (jsonCodec) Decode(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// Raw is a payload that skips the codec: a Publisher[Raw] sends the bytes as
+// they are (content type application/octet-stream unless the ContentType
+// option says otherwise) and a Consumer[Raw] receives a delivery's body as it
+// arrived, whatever its content type. It is how a proxy forwards and how a
+// tool reads a dead-letter or parked queue. The bytes a consumer receives
+// belong to the delivery (the memory transport shares them with the queued
+// message): copy them before changing them.
+type Raw []byte
+
+// rawContentType is the content type of a Raw payload unless told otherwise.
+const rawContentType = "application/octet-stream"
+
+// codecSet chooses a codec by content type.
+type codecSet map[string]Codec
+
+func (s codecSet) lookup(contentType string) (Codec, error) {
+	if contentType == "" {
+		return nil, fmt.Errorf("the message has no content type")
+	}
+	if c, ok := s[contentType]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("no codec for content type %q", contentType)
+}

@@ -1,0 +1,241 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// Conn is a connection to a broker with its interceptor chains, codecs,
+// retry policy and instruments. It is safe for concurrent use; make one per
+// process and share it.
+type Conn struct {
+	t         transport.Transport
+	cfg       connConfig
+	metrics   *instruments
+	publishes tracker // Sends and PublishRaws in flight
+
+	// stopping ends when Shutdown or Close begins: consumers stop taking
+	// deliveries. closing ends when Close begins: handlers' contexts end.
+	stopping     context.Context
+	stopConsumes context.CancelFunc
+	closing      context.Context
+	abort        context.CancelFunc
+
+	consumers sync.WaitGroup // running Consumer.Run calls
+	consMu    sync.Mutex     // guards consumers.Add against Close's Wait
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newConn(cfg connConfig) (*Conn, error) {
+	m, err := newInstruments(cfg.meterProvider)
+	if err != nil {
+		_ = cfg.transport.Close()
+		return nil, err
+	}
+	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m}
+	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
+	c.closing, c.abort = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Transport returns the transport the Conn talks to.
+func (c *Conn) Transport() transport.Transport { return c.t }
+
+// Topology is something Conn.Declare creates: an Exchange, a Queue or a
+// Binding.
+type Topology = transport.Topology
+
+// Exchange is a durable exchange; Kind is "direct" (the default), "topic",
+// "fanout" or "headers".
+type Exchange = transport.Exchange
+
+// Queue is a durable queue; Quorum makes it a quorum queue and Args carries
+// broker arguments such as x-message-ttl.
+type Queue = transport.Queue
+
+// Binding routes an exchange's messages with a routing key to a queue.
+type Binding = transport.Binding
+
+// RawMessage is a message ready for the wire: an envelope and an encoded
+// body. Conn.PublishRaw sends one without running the publish chain.
+type RawMessage struct {
+	Exchange, RoutingKey string
+	Envelope             *Envelope
+	Body                 []byte
+	ContentType          string
+}
+
+// PublishRaw sends m as it is, bypassing the publish interceptors, and
+// returns once the broker confirmed it. Retries, dead letters, parking,
+// replays and the outbox relay use it. Errors are as for Publisher.Send.
+func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
+	if m.Envelope == nil {
+		return errors.New("acemq: PublishRaw was given a message without an envelope")
+	}
+	if !c.publishes.add() {
+		return ErrClosed
+	}
+	defer c.publishes.done()
+	for k, v := range m.Envelope.Headers {
+		if err := checkHeaderValue(k, v); err != nil {
+			c.metrics.published(ctx, m.Exchange, publishFailed, -1)
+			return err
+		}
+	}
+	return c.send(ctx, m, nowNano())
+}
+
+// send renders and publishes m, recording the publish metrics with the
+// clock started at start.
+func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
+	msg := render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body)
+	err := c.t.Publish(ctx, msg)
+	if err != nil {
+		c.metrics.published(ctx, m.Exchange, publishFailed, sinceSeconds(start))
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		return fmt.Errorf("acemq: publishing %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+	}
+	c.metrics.published(ctx, m.Exchange, publishConfirmed, sinceSeconds(start))
+	return nil
+}
+
+func destination(exchange, key string) string {
+	if exchange == "" {
+		return fmt.Sprintf("the default exchange with key %q", key)
+	}
+	return fmt.Sprintf("exchange %q with key %q", exchange, key)
+}
+
+// Declare creates exchanges, queues and bindings, idempotently. A
+// declaration that conflicts with what the broker has fails with an error
+// naming it. A transport that reconnects declares them again.
+func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return c.t.Declare(ctx, t...)
+}
+
+// Health returns nil when the transport is connected and every running
+// consumer is consuming; otherwise an error saying what is down and since
+// when.
+func (c *Conn) Health(ctx context.Context) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return c.t.Health(ctx)
+}
+
+// Shutdown drains the Conn and closes it: consumers stop taking deliveries,
+// in-flight handlers settle, outstanding publishes get their confirms, then
+// the transport closes. If ctx ends first, Shutdown closes at once and
+// returns ctx's error. Publishes that start after the consumers have
+// stopped fail with ErrClosed.
+func (c *Conn) Shutdown(ctx context.Context) error {
+	c.stopConsumes()
+	done := make(chan struct{})
+	go func() {
+		c.consMu.Lock()
+		c.consumers.Wait()
+		c.consMu.Unlock()
+		c.publishes.closeAndWait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return c.Close()
+	case <-ctx.Done():
+		cerr := c.Close()
+		<-done // Close ended the handlers and the transport; the waits end.
+		return errors.Join(ctx.Err(), cerr)
+	}
+}
+
+// Close closes the Conn now: handlers' contexts end, unsettled deliveries go
+// back to the broker, publishes waiting for a confirm fail. It returns once
+// every consumer's Run has returned. Close is idempotent; every call on a
+// closed Conn fails with ErrClosed.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.stopConsumes()
+		c.abort()
+		c.publishes.shut()
+		c.closeErr = c.t.Close()
+		c.consMu.Lock()
+		c.consumers.Wait()
+		c.consMu.Unlock()
+	})
+	return c.closeErr
+}
+
+// startConsumer registers a running consumer, or reports the Conn closed.
+func (c *Conn) startConsumer() bool {
+	c.consMu.Lock()
+	defer c.consMu.Unlock()
+	if c.closed.Load() || c.stopping.Err() != nil {
+		return false
+	}
+	c.consumers.Add(1)
+	return true
+}
+
+// tracker counts calls in flight and refuses new ones once shut.
+type tracker struct {
+	mu       sync.Mutex
+	n        int
+	refusing bool
+	zero     chan struct{}
+}
+
+func (t *tracker) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.refusing {
+		return false
+	}
+	t.n++
+	return true
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 && t.zero != nil {
+		close(t.zero)
+		t.zero = nil
+	}
+	t.mu.Unlock()
+}
+
+// shut refuses new calls.
+func (t *tracker) shut() {
+	t.mu.Lock()
+	t.refusing = true
+	t.mu.Unlock()
+}
+
+// closeAndWait refuses new calls and waits for those in flight.
+func (t *tracker) closeAndWait() {
+	t.mu.Lock()
+	t.refusing = true
+	if t.n == 0 {
+		t.mu.Unlock()
+		return
+	}
+	if t.zero == nil {
+		t.zero = make(chan struct{})
+	}
+	z := t.zero
+	t.mu.Unlock()
+	<-z
+}

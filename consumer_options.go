@@ -1,0 +1,101 @@
+package acemq
+
+import "fmt"
+
+// ConsumerOption configures a Consumer.
+type ConsumerOption interface{ applyConsumer(*consumerConfig) }
+
+type consumerOptionFunc func(*consumerConfig)
+
+func (f consumerOptionFunc) applyConsumer(c *consumerConfig) { f(c) }
+
+type consumerConfig struct {
+	concurrency int
+	prefetch    int
+	policy      *RetryPolicy
+	bindings    []Binding
+	quorum      bool
+	noDeclare   bool
+	maxBody     int
+	errs        []error
+}
+
+// DefaultMaxBodySize is the largest body a consumer decodes unless
+// MaxBodySize says otherwise; a bigger one is parked.
+const DefaultMaxBodySize = 16 << 20
+
+// Concurrency sets how many deliveries are handled at once, each on a
+// worker goroutine of its own. The default is 1; n must be at least 1.
+func Concurrency(n int) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("acemq: Concurrency(%d): want 1 or more", n))
+			return
+		}
+		c.concurrency = n
+	})
+}
+
+// Prefetch sets how many deliveries the broker may hand the consumer before
+// it settles any. The default is max(64, 2×Concurrency); n must be at least
+// 1. Deliveries prefetched but not started when Run stops go back to the
+// queue.
+func Prefetch(n int) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("acemq: Prefetch(%d): want 1 or more", n))
+			return
+		}
+		c.prefetch = n
+	})
+}
+
+// WithConsumerRetry sets this consumer's retry ladder, instead of the
+// Conn's (see WithRetryPolicy).
+func WithConsumerRetry(p RetryPolicy) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		p, err := p.normalize()
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.policy = &p
+	})
+}
+
+// Bind binds the queue to exchange with routing key key when NewConsumer
+// declares it. It may be given several times. The exchange must exist
+// (declare it with Conn.Declare).
+func Bind(exchange, key string) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		c.bindings = append(c.bindings, Binding{Exchange: exchange, Key: key})
+	})
+}
+
+// Quorum declares the queue, its dead-letter and its parking queue as
+// quorum queues. A quorum queue counts redeliveries itself; the ladder
+// republishes rather than requeues, so only crashes and failed moves count
+// there, and the queue is given a delivery limit well above the policy's
+// attempts (MaxAttempts+20) that dead-letters to {queue}.dlq rather than
+// dropping.
+func Quorum() ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) { c.quorum = true })
+}
+
+// NoDeclare makes NewConsumer declare nothing: the queue, its .dlq, .parked
+// and retry tiers must exist already.
+func NoDeclare() ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) { c.noDeclare = true })
+}
+
+// MaxBodySize sets the largest body the consumer decodes; a bigger one is
+// parked. The default is DefaultMaxBodySize (16 MiB); n must be at least 1.
+func MaxBodySize(n int) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("acemq: MaxBodySize(%d): want 1 or more", n))
+			return
+		}
+		c.maxBody = n
+	})
+}

@@ -1,0 +1,75 @@
+// Package acemq publishes and consumes typed messages over RabbitMQ with the
+// guarantees a service would otherwise build by hand: publisher confirms on
+// every send, a retry ladder made of plain queues, dead-letter and parking
+// queues, idempotent handlers, traces and metrics. It also runs on an
+// in-process broker (memory:// URLs), the default for examples and tests.
+//
+// # Connecting
+//
+// Connect takes a URL and options that are fixed for the life of the Conn:
+//
+//	mq, err := acemq.Connect(ctx, "amqp://guest:guest@127.0.0.1:5672/",
+//		acemq.WithPublishInterceptor(stampTenant("alpha")),
+//		acemq.WithConsumeInterceptor(refuseOtherTenants("alpha")))
+//
+// amqp:// and amqps:// reach RabbitMQ; memory://NAME joins the in-process
+// broker NAME. Close closes at once; Shutdown drains first.
+//
+// # Publishing
+//
+// A Publisher[T] sends values of T to an exchange and routing key. Send
+// returns once the broker confirmed the message; every publish is mandatory,
+// so a message no queue takes fails with ErrUnroutable instead of vanishing.
+// SendAll sends a batch with the publishes pipelined.
+//
+//	pub := acemq.NewPublisher[OrderPlaced](mq, "", "orders")
+//	err := pub.Send(ctx, OrderPlaced{OrderID: "A-1"}, acemq.Header("x-region", "eu"))
+//
+// # Consuming
+//
+// A Consumer[T] runs each delivery through the consume interceptors, the
+// codec and its Handler, on Concurrency worker goroutines. The handler's Ack
+// decides the outcome: Done acks, Retry climbs the retry ladder, Reject
+// dead-letters on purpose, and Fatal errors skip the ladder. Each delivery
+// settles into one of five outcomes (acked, retried, rejected,
+// dead_lettered, parked), reported to OnSettled hooks, to WhenSettled
+// callbacks and on the engine's counters.
+//
+// # The retry ladder
+//
+// A retry is a copy of the message, Attempt+1, published to a tier queue
+// {queue}.retry.{delay} whose message TTL is the delay and which
+// dead-letters back to {queue}. Only once the broker confirmed the copy is
+// the original acked. When the attempts are spent the message goes to
+// {queue}.dlq; a message that cannot be read at all (bad envelope, unknown
+// content type, a body that does not decode or is too big) goes to
+// {queue}.parked. If a move fails the delivery goes back to its queue: a
+// message is never acked before its successor is safe.
+//
+// # Interceptors and middleware
+//
+// Interceptors are Conn-wide policy written as closures: a
+// PublishInterceptor sees and may change every message before it is
+// encoded, and its error is returned by Send as it is; a ConsumeInterceptor
+// sees every delivery before it is decoded, and its error dead-letters it.
+// They run in the order given and only on the way in. Per-handler concerns
+// (timeouts, idempotency, tracing) are Middleware, composed with
+// patterns.Chain. Conn.PublishRaw, which the engine's own moves use,
+// bypasses the publish chain.
+//
+// # The envelope
+//
+// Every message carries an Envelope (ID, Type, Version, CorrelationID,
+// CausationID, Attempt, FirstSeen, Origin, Error and the application's
+// Headers). On the wire its fields are reserved x-acemq- headers, mirrored
+// into the AMQP properties. A message from another producer without them
+// gets an envelope from its AMQP properties; one whose reserved headers are
+// damaged is parked with the reason.
+//
+// # Metrics
+//
+// The engine records, through the OpenTelemetry metric API,
+// acemq.publish.total, acemq.publish.duration, acemq.consume.total,
+// acemq.consume.duration and acemq.messages.dead.lettered.total. Tracing is
+// a wrapper in package acemq/otel.
+package acemq

@@ -1,0 +1,37 @@
+package acemq
+
+import (
+	"errors"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// The errors acemq reports with. Each is wrapped with detail; compare with
+// errors.Is, never by text.
+var (
+	// ErrClosed reports a call on a closed (or shutting down) Conn.
+	ErrClosed = transport.ErrClosed
+	// ErrUnroutable reports a publish that no queue took: every publish is
+	// mandatory.
+	ErrUnroutable = transport.ErrUnroutable
+	// ErrNacked reports a publish the broker refused.
+	ErrNacked = transport.ErrNacked
+	// ErrFatal marks an error no retry can fix; see Fatal.
+	ErrFatal = errors.New("acemq: fatal")
+)
+
+// fatalError is an error marked by Fatal.
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string {
+	if e.err == nil {
+		return "fatal error"
+	}
+	return e.err.Error()
+}
+func (e fatalError) Unwrap() []error { return []error{e.err, ErrFatal} }
+
+// Fatal marks err as one no retry can fix: a handler returning it through
+// AckOf, or asking Retry with it, has the delivery dead-lettered at once.
+// errors.Is(Fatal(err), ErrFatal) holds, and so does errors.Is(.., err).
+func Fatal(err error) error { return fatalError{err: err} }

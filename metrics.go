@@ -1,0 +1,142 @@
+package acemq
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// meterName is the instrumentation scope of the engine's instruments.
+const meterName = "github.com/acemq/acemq"
+
+// Attribute keys, after the OpenTelemetry messaging conventions.
+const (
+	attrSystem      = attribute.Key("messaging.system")
+	attrDestination = attribute.Key("messaging.destination.name")
+	attrOutcome     = attribute.Key("messaging.acemq.outcome")
+)
+
+// The outcomes of a publish on acemq.publish.total.
+const (
+	publishConfirmed = "confirmed"
+	publishRefused   = "refused"
+	publishFailed    = "failed"
+)
+
+// instruments are the engine's metrics, created once per Conn.
+type instruments struct {
+	publishTotal    metric.Int64Counter
+	publishDuration metric.Float64Histogram
+	consumeTotal    metric.Int64Counter
+	consumeDuration metric.Float64Histogram
+	deadLettered    metric.Int64Counter
+
+	mu    sync.RWMutex
+	attrs map[string]map[string]*attrOpts // destination -> outcome -> options, built once
+}
+
+// attrOpts are ready-made option slices: passing them spread allocates
+// nothing, where a fresh variadic call would allocate its slice each time.
+type attrOpts struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+func newInstruments(mp metric.MeterProvider) (*instruments, error) {
+	m := mp.Meter(meterName)
+	var (
+		in   instruments
+		errs [5]error
+	)
+	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
+		metric.WithDescription("Messages published, by outcome: confirmed, refused (by an interceptor) or failed."),
+		metric.WithUnit("{message}"))
+	in.publishDuration, errs[1] = m.Float64Histogram("acemq.publish.duration",
+		metric.WithDescription("Time from encoding to the broker's confirm."),
+		metric.WithUnit("s"))
+	in.consumeTotal, errs[2] = m.Int64Counter("acemq.consume.total",
+		metric.WithDescription("Deliveries settled, by outcome: acked, retried, rejected, dead_lettered or parked."),
+		metric.WithUnit("{message}"))
+	in.consumeDuration, errs[3] = m.Float64Histogram("acemq.consume.duration",
+		metric.WithDescription("Time spent in the handler alone."),
+		metric.WithUnit("s"))
+	in.deadLettered, errs[4] = m.Int64Counter("acemq.messages.dead.lettered.total",
+		metric.WithDescription("Deliveries sent to a dead-letter queue (rejected or dead_lettered)."),
+		metric.WithUnit("{message}"))
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	in.attrs = make(map[string]map[string]*attrOpts)
+	return &in, nil
+}
+
+// attributes returns the options for a destination and outcome, built once
+// and reused so recording allocates nothing.
+func (in *instruments) attributes(destination, outcome string) *attrOpts {
+	in.mu.RLock()
+	opts, ok := in.attrs[destination][outcome]
+	in.mu.RUnlock()
+	if ok {
+		return opts
+	}
+	kv := []attribute.KeyValue{attrSystem.String("rabbitmq"), attrDestination.String(destination)}
+	if outcome != "" {
+		kv = append(kv, attrOutcome.String(outcome))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(kv...))
+	opts = &attrOpts{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.attrs[destination] == nil {
+		in.attrs[destination] = make(map[string]*attrOpts)
+	}
+	if prev, ok := in.attrs[destination][outcome]; ok {
+		return prev
+	}
+	in.attrs[destination][outcome] = opts
+	return opts
+}
+
+// publishDestination names an exchange as the conventions do: the default
+// exchange is "amq.default".
+func publishDestination(exchange string) string {
+	if exchange == "" {
+		return "amq.default"
+	}
+	return exchange
+}
+
+// published records one publish; seconds < 0 means it never reached the
+// transport and has no duration.
+func (in *instruments) published(ctx context.Context, exchange, outcome string, seconds float64) {
+	opts := in.attributes(publishDestination(exchange), outcome)
+	in.publishTotal.Add(ctx, 1, opts.add...)
+	if seconds >= 0 && outcome != publishRefused {
+		in.publishDuration.Record(ctx, seconds, opts.record...)
+	}
+}
+
+// settled records one settled delivery; seconds < 0 means the handler did
+// not run.
+func (in *instruments) settled(ctx context.Context, queue string, o Outcome, seconds float64) {
+	opts := in.attributes(queue, string(o))
+	in.consumeTotal.Add(ctx, 1, opts.add...)
+	if seconds >= 0 {
+		in.consumeDuration.Record(ctx, seconds, opts.record...)
+	}
+	if o == OutcomeRejected || o == OutcomeDeadLettered {
+		in.deadLettered.Add(ctx, 1, opts.add...)
+	}
+}
+
+var epoch = time.Now()
+
+// nowNano is a monotonic clock reading.
+func nowNano() int64 { return int64(time.Since(epoch)) }
+
+func sinceSeconds(start int64) float64 { return float64(nowNano()-start) / 1e9 }

@@ -1,0 +1,150 @@
+package acemq
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/acemq/acemq/internal/extend"
+)
+
+// PublisherOption configures a Publisher.
+type PublisherOption interface{ applyPublisher(*publisherConfig) }
+
+type publisherOptionFunc func(*publisherConfig)
+
+func (f publisherOptionFunc) applyPublisher(c *publisherConfig) { f(c) }
+
+type publisherConfig struct {
+	typeName    string
+	version     int
+	contentType string
+}
+
+// TypeName sets Envelope.Type for the publisher's messages. The default is
+// the name of T, e.g. "OrderPlaced".
+func TypeName(name string) PublisherOption {
+	return publisherOptionFunc(func(c *publisherConfig) { c.typeName = name })
+}
+
+// SchemaVersion sets Envelope.Version for the publisher's messages. The
+// default is 1; values below 1 are treated as 1.
+func SchemaVersion(v int) PublisherOption {
+	return publisherOptionFunc(func(c *publisherConfig) {
+		if v >= 1 {
+			c.version = v
+		}
+	})
+}
+
+// ContentType sets the content type of a Publisher[Raw]'s messages (default
+// application/octet-stream). For other publishers the Conn's codec decides
+// and this option is ignored.
+func ContentType(ct string) PublisherOption {
+	return publisherOptionFunc(func(c *publisherConfig) { c.contentType = ct })
+}
+
+// SendOption configures one Send.
+type SendOption interface{ applySend(*sendConfig) }
+
+type sendOptionFunc func(*sendConfig)
+
+func (f sendOptionFunc) applySend(c *sendConfig) { f(c) }
+
+type sendConfig struct {
+	headers       map[string]any
+	reserved      map[string]any
+	id            string
+	correlationID string
+	causationID   string
+	errs          []error
+}
+
+// Header sets an application header on the message. A name in the reserved
+// x-acemq- namespace, or a value an AMQP table cannot carry, makes Send fail.
+func Header(name string, value any) SendOption {
+	return sendOptionFunc(func(c *sendConfig) {
+		if name == "" {
+			c.errs = append(c.errs, errors.New("acemq: Header was given an empty name"))
+			return
+		}
+		if isReserved(name) {
+			c.errs = append(c.errs, fmt.Errorf("acemq: header %q is in the reserved namespace %s, which belongs to the engine; use a prefix of your own", name, ReservedPrefix))
+			return
+		}
+		if err := checkHeaderValue(name, value); err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		if c.headers == nil {
+			c.headers = make(map[string]any)
+		}
+		c.headers[name] = value
+	})
+}
+
+// MessageID sets Envelope.ID instead of a new UUIDv7; the id a broker and a
+// consumer see, and the default idempotency key.
+func MessageID(id string) SendOption {
+	return sendOptionFunc(func(c *sendConfig) { c.id = id })
+}
+
+// CorrelationID sets Envelope.CorrelationID. Inside a handler it defaults to
+// the incoming message's CorrelationID, or its ID when that is empty.
+func CorrelationID(id string) SendOption {
+	return sendOptionFunc(func(c *sendConfig) { c.correlationID = id })
+}
+
+// CausationID sets Envelope.CausationID. Inside a handler it defaults to the
+// incoming message's ID.
+func CausationID(id string) SendOption {
+	return sendOptionFunc(func(c *sendConfig) { c.causationID = id })
+}
+
+// extOption is a send option made by acemq's own packages through
+// internal/extend: it carries a value they read back and reserved headers.
+type extOption struct {
+	key, value any
+	reserved   map[string]any
+}
+
+func (o extOption) applySend(c *sendConfig) {
+	for k, v := range o.reserved {
+		if !isReserved(k) {
+			c.errs = append(c.errs, fmt.Errorf("acemq: internal option header %q is outside %s", k, ReservedPrefix))
+			continue
+		}
+		if c.reserved == nil {
+			c.reserved = make(map[string]any)
+		}
+		c.reserved[k] = v
+	}
+}
+
+func init() {
+	extend.NewSendOption = func(key, value any, reserved map[string]any) any {
+		return extOption{key: key, value: value, reserved: reserved}
+	}
+	extend.SendValue = func(opts any, key any) (any, bool) {
+		list, _ := opts.([]SendOption)
+		var (
+			v     any
+			found bool
+		)
+		for _, o := range list {
+			if e, ok := o.(extOption); ok && e.key == key {
+				v, found = e.value, true
+			}
+		}
+		return v, found
+	}
+	extend.Reserved = func(e any, create bool) map[string]any {
+		env, _ := e.(*Envelope)
+		if env == nil {
+			return nil
+		}
+		if env.reserved == nil && create {
+			env.reserved = make(map[string]any)
+		}
+		return env.reserved
+	}
+}

@@ -1,0 +1,223 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Publisher sends values of type T to one exchange and routing key, through
+// the Conn's publish interceptors and codec, and waits for the broker's
+// confirm. It is safe for concurrent use; concurrent Sends are pipelined.
+type Publisher[T any] struct {
+	conn     *Conn
+	exchange string
+	key      string
+	cfg      publisherConfig
+	raw      bool
+}
+
+// NewPublisher returns a Publisher of T to exchange with routingKey; the
+// empty exchange is the default one, which routes to the queue the key
+// names.
+func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...PublisherOption) *Publisher[T] {
+	p := &Publisher[T]{conn: c, exchange: exchange, key: routingKey}
+	p.cfg.version = 1
+	p.cfg.typeName = typeName[T]()
+	for _, o := range opts {
+		if o != nil {
+			o.applyPublisher(&p.cfg)
+		}
+	}
+	var zero T
+	_, p.raw = any(zero).(Raw)
+	if p.raw && p.cfg.contentType == "" {
+		p.cfg.contentType = rawContentType
+	}
+	return p
+}
+
+var errNoConn = errors.New("acemq: the publisher was made with a nil Conn")
+
+// typeName is T's name without its package, "OrderPlaced"; a pointer type
+// is named by what it points to.
+func typeName[T any]() string {
+	t := reflect.TypeFor[T]()
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n := t.Name(); n != "" {
+		return n
+	}
+	return t.String()
+}
+
+// PublishResult is the fate of one payload of SendAll: its message ID and
+// the error Send would have returned.
+type PublishResult struct {
+	ID  string
+	Err error
+}
+
+// Send publishes v and returns once the broker confirmed it. A publish
+// interceptor's refusal is returned as it is (== holds); otherwise the error
+// wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A message
+// that was not confirmed is never reported as sent.
+func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
+	_, err := p.send(ctx, v, opts)
+	return err
+}
+
+func (p *Publisher[T]) send(ctx context.Context, v T, opts []SendOption) (string, error) {
+	if p == nil || p.conn == nil {
+		return "", errNoConn
+	}
+	if !p.conn.publishes.add() {
+		return "", ErrClosed
+	}
+	defer p.conn.publishes.done()
+	m, err := p.prepare(ctx, v, opts)
+	if err != nil {
+		return idOf(m), err
+	}
+	return m.Envelope.ID, p.conn.send(ctx, m, nowNano())
+}
+
+func idOf(m RawMessage) string {
+	if m.Envelope == nil {
+		return ""
+	}
+	return m.Envelope.ID
+}
+
+// SendAll publishes every value of vs, running the publish chain once per
+// value, concurrently, and returns one result per value in vs's order. The
+// publishes are pipelined: the whole batch is in flight before any confirm
+// is awaited. An interceptor keeping state must therefore be safe for
+// concurrent use.
+func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) []PublishResult {
+	results := make([]PublishResult, len(vs))
+	workers := min(len(vs), sendAllWorkers)
+	if workers <= 1 {
+		for i := range vs {
+			results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
+		}
+		return results
+	}
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
+			}
+		})
+	}
+	for i := range vs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// sendAllWorkers bounds the goroutines of one SendAll: enough to keep the
+// transport's confirm window full, few enough to stay cheap.
+var sendAllWorkers = max(256, 64*runtime.GOMAXPROCS(0))
+
+// Prepare runs the publish chain and the codec on v, as Send would, and
+// returns the message ready for Conn.PublishRaw without sending it. The
+// outbox uses it to store a message at write time.
+func (p *Publisher[T]) Prepare(ctx context.Context, v T, opts ...SendOption) (RawMessage, error) {
+	if p == nil || p.conn == nil {
+		return RawMessage{}, errNoConn
+	}
+	if p.conn.closed.Load() {
+		return RawMessage{}, ErrClosed
+	}
+	return p.prepare(ctx, v, opts)
+}
+
+func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (RawMessage, error) {
+	var sc sendConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applySend(&sc)
+		}
+	}
+	if len(sc.errs) > 0 {
+		p.conn.metrics.published(ctx, p.exchange, publishFailed, -1)
+		return RawMessage{}, errors.Join(sc.errs...)
+	}
+	env := p.envelope(ctx, &sc)
+	pc := PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
+	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
+		if err := runPublishChain(ctx, chain, &pc); err != nil {
+			p.conn.metrics.published(ctx, pc.Exchange, publishRefused, -1)
+			return RawMessage{Envelope: env}, err
+		}
+		if replaced, ok := pc.Payload.(T); ok {
+			v = replaced
+		}
+		if pc.Envelope == nil {
+			pc.Envelope = env
+		}
+	}
+	m := RawMessage{Exchange: pc.Exchange, RoutingKey: pc.RoutingKey, Envelope: pc.Envelope}
+	for k, hv := range m.Envelope.Headers {
+		if err := checkHeaderValue(k, hv); err != nil {
+			p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
+			return m, err
+		}
+	}
+	if p.raw {
+		m.Body, m.ContentType = []byte(any(v).(Raw)), p.cfg.contentType
+		return m, nil
+	}
+	codec := p.conn.cfg.codec
+	body, err := codec.Encode(v)
+	if err != nil {
+		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
+		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, codec.ContentType(), err)
+	}
+	m.Body, m.ContentType = body, codec.ContentType()
+	return m, nil
+}
+
+// envelope builds the envelope of a new message: options first, then what
+// the delivery being handled (if ctx carries one) implies, then defaults.
+func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
+	env := &Envelope{
+		ID:            sc.id,
+		Type:          p.cfg.typeName,
+		Version:       p.cfg.version,
+		CorrelationID: sc.correlationID,
+		CausationID:   sc.causationID,
+		Attempt:       1,
+		FirstSeen:     time.Now().UTC(),
+		Origin:        p.conn.cfg.origin,
+		Headers:       sc.headers,
+		reserved:      sc.reserved,
+	}
+	if env.ID == "" {
+		env.ID = newID()
+	}
+	if in := incoming(ctx); in != nil {
+		if env.CorrelationID == "" {
+			env.CorrelationID = in.CorrelationID
+			if env.CorrelationID == "" {
+				env.CorrelationID = in.ID
+			}
+		}
+		if env.CausationID == "" {
+			env.CausationID = in.ID
+		}
+	}
+	return env
+}

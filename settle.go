@@ -1,0 +1,180 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// verdict is what the engine decided for a delivery.
+type verdict struct {
+	outcome  Outcome
+	reason   string
+	delay    time.Duration
+	ack      Ack
+	original bool // park with the delivery's own headers, as evidence
+}
+
+// judge turns what the handler asked for into a verdict, applying the
+// retry policy.
+func (c *Consumer[T]) judge(env *Envelope, ack Ack, panicked any) verdict {
+	if panicked != nil {
+		return verdict{outcome: OutcomeRejected, reason: fmt.Sprintf("the handler panicked: %v", panicked), ack: ack}
+	}
+	v := verdict{ack: ack}
+	switch ack.kind {
+	case ackDone:
+		v.outcome = OutcomeAcked
+	case ackReject:
+		v.outcome, v.reason = OutcomeRejected, "the handler rejected it: "+errText(ack.err)
+	case ackFatal:
+		v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
+	case ackRetry:
+		switch {
+		case errors.Is(ack.err, ErrFatal):
+			v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
+		case env.Attempt >= c.policy.MaxAttempts:
+			v.outcome = OutcomeDeadLettered
+			v.reason = fmt.Sprintf("gave up after %d attempts: %s", env.Attempt, errText(ack.err))
+		default:
+			v.outcome, v.reason = OutcomeRetried, errText(ack.err)
+			if ack.delay > 0 {
+				v.delay = tierFor(c.tiers, ack.delay)
+			} else {
+				v.delay = c.policy.delayFor(env.Attempt + 1)
+			}
+		}
+	default:
+		v.outcome, v.reason = OutcomeRejected, "the handler returned no Ack (use Done, Retry, Reject or AckOf)"
+	}
+	return v
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "no reason given"
+	}
+	return err.Error()
+}
+
+// settle carries out a verdict: moves the message where it goes (confirmed
+// before the original is acked), records the metrics and runs the
+// callbacks. A move that fails returns the delivery to its queue.
+func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64) {
+	env := ds.env
+	s := Settlement{
+		Queue: c.queue, Envelope: env, Outcome: v.outcome, Reason: v.reason,
+		Delay: v.delay, Attempt: env.Attempt, Ack: v.ack,
+	}
+	if v.outcome == OutcomeAcked {
+		if err := d.Ack(); err != nil {
+			c.conn.cfg.logger.Warn("acemq: acking a delivery failed; the broker will deliver it again",
+				"queue", c.queue, "id", env.ID, "error", err)
+		}
+	} else if err := c.move(ctx, d, env, v); err != nil {
+		c.conn.cfg.logger.Warn("acemq: moving a delivery failed; it goes back to its queue",
+			"queue", c.queue, "id", env.ID, "outcome", string(v.outcome), "error", err)
+		_ = d.Nack(true)
+		s.Outcome = ""
+		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %v", c.target(v), c.queue, err)
+		c.runCallbacks(ctx, ds, s, false)
+		return
+	}
+	c.conn.metrics.settled(ctx, c.queue, s.Outcome, handlerSeconds)
+	c.runCallbacks(ctx, ds, s, true)
+}
+
+// target is the queue a verdict moves the message to.
+func (c *Consumer[T]) target(v verdict) string {
+	switch v.outcome {
+	case OutcomeRetried:
+		return RetryQueue(c.queue, v.delay)
+	case OutcomeParked:
+		return ParkingQueue(c.queue)
+	}
+	return DeadLetterQueue(c.queue)
+}
+
+// move republishes the message to the verdict's queue and, once the broker
+// confirmed it, acks the original.
+func (c *Consumer[T]) move(ctx context.Context, d transport.Delivery, env *Envelope, v verdict) error {
+	m := RawMessage{RoutingKey: c.target(v), Body: d.Body, ContentType: d.ContentType}
+	var err error
+	if v.original {
+		// The envelope did not parse: keep the headers exactly as they
+		// arrived, so whoever reads the parking queue sees the damage.
+		msg := d.Message
+		msg.Exchange, msg.RoutingKey = "", m.RoutingKey
+		msg.Headers = maps.Clone(d.Headers)
+		if msg.Headers == nil {
+			msg.Headers = make(map[string]any, 1)
+		}
+		msg.Headers[hdrError] = v.reason
+		if msg.MessageID == "" {
+			msg.MessageID = env.ID
+		}
+		err = c.conn.publishMove(ctx, msg)
+	} else {
+		next := env.Clone()
+		next.Error = v.reason
+		if v.outcome == OutcomeRetried {
+			next.Attempt++
+		}
+		m.Envelope = next
+		err = c.conn.publishMove(ctx, render(next, "", m.RoutingKey, m.ContentType, m.Body))
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.Ack(); err != nil {
+		// The successor is safe; the original will come again and be
+		// handled again: at least once, never lost.
+		c.conn.cfg.logger.Warn("acemq: acking a moved delivery failed; the broker will deliver it again",
+			"queue", c.queue, "id", env.ID, "error", err)
+	}
+	return nil
+}
+
+// runCallbacks runs the delivery's WhenSettled callbacks, last first, and
+// then, for a real settlement, the Conn's OnSettled hooks. A panicking
+// callback is logged and the rest still run.
+func (c *Consumer[T]) runCallbacks(ctx context.Context, ds *delivery, s Settlement, hooks bool) {
+	ds.mu.Lock()
+	cbs := ds.callbacks
+	ds.callbacks = nil
+	ds.mu.Unlock()
+	for i := len(cbs) - 1; i >= 0; i-- {
+		c.safeCallback(ctx, cbs[i], s)
+	}
+	if hooks {
+		for _, fn := range c.conn.cfg.onSettled {
+			c.safeCallback(ctx, fn, s)
+		}
+	}
+}
+
+func (c *Consumer[T]) safeCallback(ctx context.Context, fn func(context.Context, Settlement), s Settlement) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.conn.cfg.logger.Error("acemq: a settlement callback panicked", "queue", c.queue, "panic", fmt.Sprint(r))
+		}
+	}()
+	fn(ctx, s)
+}
+
+// publishMove publishes a message the engine is moving, confirmed. Moves
+// are allowed while the Conn shuts down, so in-flight deliveries can settle.
+func (c *Conn) publishMove(ctx context.Context, m transport.Message) error {
+	start := nowNano()
+	err := c.t.Publish(ctx, m)
+	if err != nil {
+		c.metrics.published(ctx, m.Exchange, publishFailed, sinceSeconds(start))
+		return fmt.Errorf("acemq: publishing %s to %s: %w", m.MessageID, destination(m.Exchange, m.RoutingKey), err)
+	}
+	c.metrics.published(ctx, m.Exchange, publishConfirmed, sinceSeconds(start))
+	return nil
+}
