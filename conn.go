@@ -83,11 +83,9 @@ func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 		return ErrClosed
 	}
 	defer c.publishes.done()
-	for k, v := range m.Envelope.Headers {
-		if err := checkHeaderValue(k, v); err != nil {
-			c.metrics.published(ctx, m.Exchange, publishFailed, -1)
-			return err
-		}
+	if err := checkHeaders(m.Envelope.Headers); err != nil {
+		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
+		return err
 	}
 	return c.send(ctx, m, nowNano())
 }

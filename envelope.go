@@ -275,6 +275,17 @@ func quoteValue(v any) string {
 	return fmt.Sprintf("%q", s)
 }
 
+// checkHeaders reports the first application header whose value an AMQP
+// table cannot carry.
+func checkHeaders(h map[string]any) error {
+	for k, v := range h {
+		if err := checkHeaderValue(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkHeaderValue reports whether v is something an AMQP table carries.
 func checkHeaderValue(name string, v any) error {
 	if err := checkValue(v, 0); err != nil {

@@ -170,11 +170,9 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 		}
 	}
 	m := RawMessage{Exchange: pc.Exchange, RoutingKey: pc.RoutingKey, Envelope: pc.Envelope}
-	for k, hv := range m.Envelope.Headers {
-		if err := checkHeaderValue(k, hv); err != nil {
-			p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
-			return m, err
-		}
+	if err := checkHeaders(m.Envelope.Headers); err != nil {
+		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
+		return m, err
 	}
 	if p.raw {
 		m.Body, m.ContentType = []byte(any(v).(Raw)), p.cfg.contentType
