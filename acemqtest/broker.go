@@ -43,9 +43,10 @@ var (
 
 // RabbitMQ returns the URL of a RabbitMQ broker for the test: the value of
 // $ACEMQ_RABBITMQ_URL when set, else LocalRabbitMQ when a broker there
-// accepts an AMQP login. No container is started: acemqtest does not depend
-// on testcontainers-go. When no broker is found the test is skipped with
-// the reason, or fails when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
+// accepts an AMQP login, else a RabbitMQImage container started through
+// testcontainers-go when a Docker engine answers (one for the whole test
+// binary). When none is found the test is skipped with the reason, or fails
+// when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
 	rabbitOnce.Do(func() {
@@ -55,12 +56,18 @@ func RabbitMQ(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
-		if err := probeAMQP(ctx, LocalRabbitMQ); err != nil {
-			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset and %s does not answer (%v); "+
-				"set the variable or start a local broker", redact(LocalRabbitMQ), err)
+		err := probeAMQP(ctx, LocalRabbitMQ)
+		if err == nil {
+			rabbitURL = LocalRabbitMQ
 			return
 		}
-		rabbitURL = LocalRabbitMQ
+		u, cerr := rabbitMQContainer()
+		if cerr != nil {
+			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v; "+
+				"set the variable or start a local broker", redact(LocalRabbitMQ), err, cerr)
+			return
+		}
+		rabbitURL = u
 	})
 	if rabbitURL == "" {
 		missing(t, rabbitReason)
@@ -70,9 +77,10 @@ func RabbitMQ(t testing.TB) string {
 
 // Postgres returns the URL of a PostgreSQL database for the test: the
 // value of $ACEMQ_POSTGRES_URL when set, else LocalPostgres when a server
-// there answers PostgreSQL's SSLRequest. It opens no SQL session, so
-// acemqtest needs no database driver. When none is found the test is
-// skipped with the reason, or fails when $ACEMQ_REQUIRE_BROKER is 1.
+// there answers PostgreSQL's SSLRequest (no SQL session is opened, so
+// acemqtest needs no database driver), else a PostgresImage container when
+// a Docker engine answers. When none is found the test is skipped with the
+// reason, or fails when $ACEMQ_REQUIRE_BROKER is 1.
 func Postgres(t testing.TB) string {
 	t.Helper()
 	pgOnce.Do(func() {
@@ -82,12 +90,18 @@ func Postgres(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
-		if err := probePostgres(ctx, "127.0.0.1:5432"); err != nil {
-			pgReason = fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset and 127.0.0.1:5432 does not answer (%v); "+
-				"set the variable or start a local server", err)
+		err := probePostgres(ctx, "127.0.0.1:5432")
+		if err == nil {
+			pgURL = LocalPostgres
 			return
 		}
-		pgURL = LocalPostgres
+		u, cerr := postgresContainer()
+		if cerr != nil {
+			pgReason = fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, 127.0.0.1:5432 does not answer (%v), and no container: %v; "+
+				"set the variable or start a local server", err, cerr)
+			return
+		}
+		pgURL = u
 	})
 	if pgURL == "" {
 		missing(t, pgReason)

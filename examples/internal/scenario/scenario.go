@@ -22,6 +22,9 @@ type OrderPlaced struct {
 	TotalCents int64  `json:"totalCents"`
 }
 
+// RetryDelays are the tour's retry tiers: short, so it finishes quickly.
+var RetryDelays = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
+
 // stampTenant is a publish interceptor: every message out of this Conn
 // carries the tenant it was published for.
 func stampTenant(tenant string) acemq.PublishInterceptor {
@@ -63,7 +66,7 @@ func Run(ctx context.Context, url, queue string, out io.Writer) error {
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 		settled <- struct{}{}
 	})
-	policy := acemq.RetryPolicy{MaxAttempts: 5, Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}
+	policy := acemq.RetryPolicy{MaxAttempts: 5, Delays: RetryDelays}
 
 	// The service: serves tenant alpha and stamps it on what it publishes.
 	alpha, err := acemq.Connect(ctx, url,
