@@ -1,0 +1,77 @@
+package otel
+
+import (
+	"context"
+	"sync"
+
+	"github.com/acemq/acemq"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Handle wraps h so that each delivery is handled inside a consumer span,
+// "process <queue>", whose parent is the trace context the envelope's
+// headers carry (the producer's span, when a traced Publisher sent it). The
+// span ends once the delivery settles, with messaging.acemq.outcome set to
+// the settlement's outcome and an error status for rejected, dead_lettered
+// and parked. When the engine could not move the message and put it back in
+// its queue, the span ends with an error status and no outcome.
+//
+// The span is ended by an acemq.WhenSettled callback, so h must run under a
+// Consumer (as every Handler given to acemq.NewConsumer does); called
+// directly, outside a delivery, the span is left open.
+func Handle[T any](t *Tracing, queue string, h acemq.Handler[T]) acemq.Handler[T] {
+	if t == nil {
+		t = New()
+	}
+	name := "process " + queue
+	return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
+		env := m.Envelope
+		ctx, span := t.tracer.Start(t.extract(ctx, env), name,
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				systemRabbitMQ,
+				keyOperationType.String("process"),
+				keyOperationName.String("process"),
+				keyDestination.String(queue),
+			))
+		if env != nil && span.IsRecording() {
+			span.SetAttributes(keyMessageID.String(env.ID), keyAttempt.Int(env.Attempt))
+			if env.CorrelationID != "" {
+				span.SetAttributes(keyConversationID.String(env.CorrelationID))
+			}
+		}
+		var once sync.Once
+		acemq.WhenSettled(ctx, func(_ context.Context, s acemq.Settlement) {
+			once.Do(func() { finish(span, s) })
+		})
+		return h(ctx, m)
+	}
+}
+
+// Middleware is Handle as an acemq.Middleware, for patterns.Chain. Put it
+// outermost, so the span covers, and its outcome reflects, what the inner
+// middleware decided.
+func Middleware[T any](t *Tracing, queue string) acemq.Middleware[T] {
+	return func(next acemq.Handler[T]) acemq.Handler[T] { return Handle(t, queue, next) }
+}
+
+// finish records a settlement on span and ends it.
+func finish(span trace.Span, s acemq.Settlement) {
+	defer span.End()
+	if s.Outcome == "" {
+		// The move failed and the delivery went back to its queue: it
+		// will come again, with a span of its own.
+		span.SetAttributes(keyReason.String(s.Reason))
+		span.SetStatus(codes.Error, s.Reason)
+		return
+	}
+	span.SetAttributes(keyOutcome.String(string(s.Outcome)))
+	if s.Outcome != acemq.OutcomeAcked && s.Reason != "" {
+		span.SetAttributes(keyReason.String(s.Reason))
+	}
+	switch s.Outcome {
+	case acemq.OutcomeRejected, acemq.OutcomeDeadLettered, acemq.OutcomeParked:
+		span.SetStatus(codes.Error, s.Reason)
+	}
+}

@@ -1,0 +1,143 @@
+package otel
+
+import (
+	"context"
+	"sync"
+
+	"github.com/acemq/acemq"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// publishKey marks a context whose current span is a publish span this
+// package opened, so the interceptor completes that span and no other.
+type publishKey struct{}
+
+// PublishInterceptor returns the interceptor that writes the trace context
+// of the publish into the envelope's headers (traceparent and tracestate
+// with the default propagator) and adds the message ID, the destination
+// and the correlation ID to the publish span a Publisher opened. Under a
+// plain acemq.Publisher it still writes whatever trace context the caller's
+// ctx carries, so consumers join the caller's trace, but it touches no span.
+// Register it last, so it sees the destination the chain settled on.
+func (t *Tracing) PublishInterceptor() acemq.PublishInterceptor {
+	return func(ctx context.Context, c *acemq.PublishContext) error {
+		if c.Envelope == nil {
+			c.Envelope = &acemq.Envelope{}
+		}
+		if c.Envelope.Headers == nil {
+			c.Envelope.Headers = make(map[string]any, 2)
+		}
+		t.propagator().Inject(ctx, headerCarrier(c.Envelope.Headers))
+		// Span values are not always comparable (a no-op span holds a
+		// SpanContext): compare their identities instead.
+		span := trace.SpanFromContext(ctx)
+		ours, _ := ctx.Value(publishKey{}).(trace.Span)
+		if ours == nil || !span.IsRecording() || !ours.SpanContext().Equal(span.SpanContext()) {
+			return nil
+		}
+		dest := publishDestination(c.Exchange)
+		span.SetName("publish " + dest)
+		span.SetAttributes(
+			keyDestination.String(dest),
+			keyRoutingKey.String(c.RoutingKey),
+			keyMessageID.String(c.Envelope.ID),
+		)
+		if c.Envelope.CorrelationID != "" {
+			span.SetAttributes(keyConversationID.String(c.Envelope.CorrelationID))
+		}
+		return nil
+	}
+}
+
+// Publisher is an acemq.Publisher that opens a producer span around every
+// message it sends. It is safe for concurrent use.
+type Publisher[T any] struct {
+	t        *Tracing
+	inner    *acemq.Publisher[T]
+	exchange string
+	key      string
+}
+
+// NewPublisher returns a traced Publisher of T to exchange with routingKey;
+// the options are acemq.NewPublisher's. The trace context reaches the wire
+// only when the Conn has t's PublishInterceptor.
+func NewPublisher[T any](t *Tracing, c *acemq.Conn, exchange, routingKey string, opts ...acemq.PublisherOption) *Publisher[T] {
+	if t == nil {
+		t = New()
+	}
+	return &Publisher[T]{
+		t:        t,
+		inner:    acemq.NewPublisher[T](c, exchange, routingKey, opts...),
+		exchange: exchange,
+		key:      routingKey,
+	}
+}
+
+// Send publishes v as acemq.Publisher.Send does, inside a producer span,
+// "publish <destination>", that ends when the broker confirmed the message
+// or the send failed (the span then has an error status).
+func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...acemq.SendOption) error {
+	return p.sendOne(ctx, v, opts).Err
+}
+
+// SendAll publishes every value of vs as acemq.Publisher.SendAll does, one
+// span per message, each a child of ctx's span. The sends run concurrently,
+// so they are pipelined as SendAll's are; the results are in vs's order.
+func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...acemq.SendOption) []acemq.PublishResult {
+	results := make([]acemq.PublishResult, len(vs))
+	workers := min(len(vs), sendAllWorkers)
+	if workers <= 1 {
+		for i := range vs {
+			results[i] = p.sendOne(ctx, vs[i], opts)
+		}
+		return results
+	}
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int, workers)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = p.sendOne(ctx, vs[i], opts)
+			}
+		})
+	}
+	for i := range vs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
+// sendAllWorkers bounds the goroutines of one SendAll, as acemq's does.
+const sendAllWorkers = 256
+
+// sendOne sends v inside a span of its own. It goes through the inner
+// publisher's SendAll with one value, which is Send that also reports the
+// message ID, so the span has it even without the interceptor.
+func (p *Publisher[T]) sendOne(ctx context.Context, v T, opts []acemq.SendOption) acemq.PublishResult {
+	dest := publishDestination(p.exchange)
+	ctx, span := p.t.tracer.Start(ctx, "publish "+dest,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			systemRabbitMQ,
+			keyOperationType.String("publish"),
+			keyOperationName.String("publish"),
+			keyDestination.String(dest),
+			keyRoutingKey.String(p.key),
+		))
+	defer span.End()
+	ctx = context.WithValue(ctx, publishKey{}, span)
+	r := p.inner.SendAll(ctx, []T{v}, opts...)[0]
+	if r.ID != "" {
+		span.SetAttributes(keyMessageID.String(r.ID))
+	}
+	if r.Err != nil {
+		span.RecordError(r.Err)
+		span.SetStatus(codes.Error, r.Err.Error())
+	}
+	return r
+}

@@ -1,0 +1,199 @@
+package patterns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
+)
+
+// ReplayReport counts what a Replay did.
+type ReplayReport struct {
+	Moved   int // published to the target, confirmed, and taken off the source
+	Skipped int // not matched by the Filter, put back on the source
+	Failed  int // could not be moved (unreadable envelope, failed publish), put back on the source
+}
+
+// ReplayOption configures Replay.
+type ReplayOption interface{ applyReplay(*replayConfig) }
+
+type replayOptionFunc func(*replayConfig)
+
+func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
+
+type replayConfig struct {
+	filter   func(*acemq.Envelope) bool
+	limit    int
+	interval time.Duration
+}
+
+// Filter moves only the messages fn accepts; the others stay on the source
+// queue (counted Skipped). fn sees each envelope as it sits there, Error
+// and Attempt included. A nil fn accepts every message.
+func Filter(fn func(*acemq.Envelope) bool) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.filter = fn })
+}
+
+// Limit stops the replay after n messages were moved. Zero or less means
+// no limit (the default): the replay runs until the source is empty.
+func Limit(n int) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.limit = max(n, 0) })
+}
+
+// Rate paces the replay to at most perSecond moves a second, so a backlog
+// does not land on the consumers at once. Zero or less means as fast as
+// the broker confirms (the default).
+func Rate(perSecond float64) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) {
+		c.interval = 0
+		if perSecond > 0 {
+			c.interval = time.Duration(float64(time.Second) / perSecond)
+		}
+	})
+}
+
+// moveTimeout bounds the move of one message once it has been taken, even
+// when ctx has ended: a move is finished, not abandoned half way.
+const moveTimeout = 30 * time.Second
+
+// Replay moves messages from the queue from, typically a {queue}.dlq or
+// {queue}.parked, to the queue to, through the default exchange. Each is
+// published with the envelope it had, its ID, headers and trace context
+// (traceparent) kept so its trace stays linked, but with Attempt reset to
+// 1 and Error cleared, so it climbs the retry ladder afresh. It goes
+// through Conn.PublishRaw (no interceptors) and only once the broker
+// confirmed the copy is the original acked: a message is never lost, and
+// at worst (a failure between the confirm and the ack) it is in both
+// queues.
+//
+// Messages the Filter refuses, and those that cannot be moved, are held
+// unacked until the replay ends and then returned to from, in their order;
+// holding them is what lets the replay go past them. Replay stops when from
+// is empty, when Limit is reached or when ctx ends; ctx is checked between
+// messages, and a message already taken is moved or put back, never
+// dropped. It returns ctx's error when ctx ended it, and an error naming
+// the first failure when some messages could not be moved.
+func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayOption) (ReplayReport, error) {
+	var rep ReplayReport
+	switch {
+	case c == nil:
+		return rep, errors.New("acemq: patterns.Replay was given a nil Conn")
+	case from == "" || to == "":
+		return rep, fmt.Errorf("acemq: replay from %q to %q: both queues must be named", from, to)
+	case from == to:
+		return rep, fmt.Errorf("acemq: replay from %q to itself would never end", from)
+	}
+	var cfg replayConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyReplay(&cfg)
+		}
+	}
+	t := c.Transport()
+	if _, err := t.Inspect(ctx, to); err != nil {
+		return rep, fmt.Errorf("acemq: replay to %q: %w", to, err)
+	}
+	r := replayer{c: c, t: t, from: from, to: to, cfg: &cfg}
+	defer r.putBack()
+	next := time.Now()
+	for cfg.limit == 0 || rep.Moved < cfg.limit {
+		if cfg.interval > 0 {
+			if err := sleepUntil(ctx, next); err != nil {
+				return rep, err
+			}
+			next = time.Now().Add(cfg.interval)
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		d, ok, err := t.Get(ctx, from)
+		if err != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			return rep, fmt.Errorf("acemq: replay from %q: %w", from, err)
+		}
+		if !ok {
+			break
+		}
+		r.one(ctx, d, &rep)
+	}
+	if r.firstErr != nil {
+		return rep, fmt.Errorf("acemq: replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
+			from, to, rep.Failed, from, r.firstErr)
+	}
+	return rep, nil
+}
+
+// replayer is the state of one Replay.
+type replayer struct {
+	c        *acemq.Conn
+	t        transport.Transport
+	from, to string
+	cfg      *replayConfig
+	held     []transport.Delivery // skipped or failed, returned at the end
+	firstErr error
+}
+
+// one moves or holds the delivery d.
+func (r *replayer) one(ctx context.Context, d transport.Delivery, rep *ReplayReport) {
+	env, err := acemq.EnvelopeOf(d.Message)
+	if err != nil {
+		r.fail(d, rep, fmt.Errorf("message %s has an unreadable envelope: %w", env.ID, err))
+		return
+	}
+	if r.cfg.filter != nil && !r.cfg.filter(env) {
+		r.held = append(r.held, d)
+		rep.Skipped++
+		return
+	}
+	env.Attempt, env.Error = 1, ""
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
+	defer cancel()
+	err = r.c.PublishRaw(mctx, acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType})
+	if err != nil {
+		r.fail(d, rep, err)
+		return
+	}
+	// The copy is safe. An ack that fails leaves the original to come back
+	// to from: a duplicate, not a loss.
+	_ = d.Ack()
+	rep.Moved++
+}
+
+func (r *replayer) fail(d transport.Delivery, rep *ReplayReport, err error) {
+	r.held = append(r.held, d)
+	rep.Failed++
+	if r.firstErr == nil {
+		r.firstErr = err
+	}
+}
+
+// putBack returns the held deliveries to from, last first, so that each
+// goes back to the head in front of the one after it and the queue keeps
+// its order.
+func (r *replayer) putBack() {
+	for i := len(r.held) - 1; i >= 0; i-- {
+		_ = r.held[i].Nack(true)
+	}
+	r.held = nil
+}
+
+// sleepUntil waits until t or until ctx ends.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

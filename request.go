@@ -1,0 +1,57 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Request sends m as PublishRaw does (the publish chain does not run: use
+// Publisher.Prepare first for that), asking for a reply through the
+// transport's direct reply-to, and waits until a reply whose CorrelationID
+// is m's ID arrives or ctx ends. The reply's body is decoded into reply, a
+// pointer, with the Conn's codec for the reply's content type (a *Raw takes
+// the bytes as they are); the reply's envelope is returned. patterns.Request
+// is the typed form.
+func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope, error) {
+	if m.Envelope == nil {
+		return nil, errors.New("acemq: Request was given a message without an envelope")
+	}
+	if reply == nil {
+		return nil, errors.New("acemq: Request was given a nil reply to decode into")
+	}
+	if !c.publishes.add() {
+		return nil, ErrClosed
+	}
+	defer c.publishes.done()
+	if err := checkHeaders(m.Envelope.Headers); err != nil {
+		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
+		return nil, err
+	}
+	// The wait for the reply is not the publish's: no duration is recorded.
+	r, err := c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body))
+	if err != nil {
+		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return nil, fmt.Errorf("acemq: request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+		}
+		return nil, fmt.Errorf("acemq: request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+	}
+	c.metrics.published(ctx, m.Exchange, publishConfirmed, -1)
+	env, perr := parseEnvelope(&r)
+	if perr != nil {
+		return env, fmt.Errorf("acemq: the reply %s to request %s is unreadable: %w", env.ID, m.Envelope.ID, perr)
+	}
+	if raw, ok := reply.(*Raw); ok {
+		*raw = Raw(r.Body)
+		return env, nil
+	}
+	codec, err := c.cfg.codecs.lookup(r.ContentType)
+	if err == nil {
+		err = codec.Decode(r.Body, reply)
+	}
+	if err != nil {
+		return env, fmt.Errorf("acemq: the reply %s to request %s does not decode into %T: %w", env.ID, m.Envelope.ID, reply, err)
+	}
+	return env, nil
+}
