@@ -110,6 +110,28 @@ func TestEngineOnBrokers(t *testing.T) {
 			assert.Equal(t, "{", string(p.Body))
 		})
 	})
+	t.Run("quorum", func(t *testing.T) {
+		t.Parallel()
+		onBrokers(t, func(t *testing.T, url string) {
+			got, opt := newSettlements()
+			c := connectURL(t, url, opt, acemq.WithRetryPolicy(policy))
+			q := consumerQueue(t, url, policy)
+			cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[OrderPlaced]) acemq.Ack {
+				if m.Envelope.Attempt < 2 {
+					return acemq.Retry(errors.New("once more"))
+				}
+				return acemq.Done()
+			}, acemq.Quorum())
+			require.NoError(t, err)
+			run(t, cons)
+			require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+			assert.Equal(t, acemq.OutcomeRetried, got.next(t).Outcome)
+			assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)
+			// Declaring the same queue as classic now conflicts: it is a quorum queue.
+			err = c.Declare(ctxT(t), acemq.Queue{Name: q})
+			assert.ErrorIs(t, err, transport.ErrTopologyConflict)
+		})
+	})
 	t.Run("unroutable", func(t *testing.T) {
 		t.Parallel()
 		onBrokers(t, func(t *testing.T, url string) {

@@ -39,7 +39,7 @@ func TestUnsupportedScheme(t *testing.T) {
 	require.EqualError(t, err, `acemq: unsupported URL scheme "x" (want amqp, amqps or memory)`)
 }
 
-func TestPublishChainRunsInOrderBeforeTheCodec(t *testing.T) {
+func TestPublishChainRunsInOrder(t *testing.T) {
 	t.Parallel()
 	var order []string
 	stamp := func(name string) acemq.PublishInterceptor {
