@@ -1,0 +1,75 @@
+// Package outbox is a transactional outbox for acemq over database/sql: a
+// message is written into a table of the application's database in the
+// same transaction as the change it announces, and a Relay publishes it
+// afterwards. Either both the change and the message happen or neither
+// does; a rolled-back transaction publishes nothing.
+//
+// The package works with PostgreSQL and SQLite (the Dialect says which)
+// and imports no driver: open the *sql.DB with the driver of your choice
+// (acemq's tests use github.com/jackc/pgx/v5/stdlib and the pure-Go
+// modernc.org/sqlite).
+//
+// # Writing
+//
+// Publisher.Send runs the Conn's publish interceptors and codec at write
+// time, exactly as acemq.Publisher.Send would, and inserts the resulting
+// envelope and body within the caller's *sql.Tx. An interceptor's refusal
+// is returned as it is and writes nothing. The trace context, tenant or
+// any other header an interceptor stamps is stored with the row, because
+// the relay runs no interceptors: it sends what was stored.
+//
+// The envelope is stored as JSON in the headers column. Every field comes
+// back as it was, and so does every header, Go type included: strings,
+// bools, nil and finite float64s are plain JSON; integers of every width,
+// float32, NaN and infinities, []byte, time.Time and nested tables are
+// stored as {"$t": type, "v": value} and read back as that type. A
+// time.Time keeps its instant and offset, not its Location's name or its
+// monotonic reading. Arrays are JSON arrays of such values.
+//
+// # Scheduling
+//
+// At and After make a row due later: the relay publishes it once due_at
+// has passed, never before, and at most a PollInterval late. They are
+// acemq.SendOptions; a plain acemq.Publisher ignores them and sends at
+// once.
+//
+// # Relaying
+//
+// A Relay claims due rows in id order, a batch at a time, by setting a
+// lease (locked_until) in one UPDATE; on PostgreSQL the rows are picked
+// with FOR UPDATE SKIP LOCKED, so several relays share a table without
+// sending a row twice. The batch is published concurrently through
+// Conn.PublishRaw with at most Window confirms outstanding, and each row
+// is deleted only after the broker confirmed it. A row that fails (no
+// queue took it, a nack, a timeout) gets attempts+1, last_error and a
+// due_at pushed back by a capped exponential backoff, and the rest of the
+// batch goes on. Delivery is at least once: a relay killed after a confirm
+// and before the delete leaves the row to be sent again, with the same
+// message ID, once its lease ends, so consumers should be idempotent
+// (patterns.WithIdempotency with an Inbox).
+//
+// A relay whose ctx ends mid-batch stops sending, deletes what was
+// confirmed and hands the rest back at once. There is no LISTEN/NOTIFY
+// wake-up: relays poll.
+//
+// # SQLite
+//
+// SQLite allows one writer at a time. With database/sql, open the database
+// with a busy timeout (modernc.org/sqlite: "file:app.db?_pragma=busy_timeout(5000)")
+// and db.SetMaxOpenConns(1), and run one Relay per database file.
+// Times are stored as Unix microseconds.
+//
+// # The inbox
+//
+// Inbox is a patterns.IdempotencyStore in the same database. With
+// CompleteTx a handler records its effects and marks the message handled
+// in one transaction, so a redelivery after a crash either finds the
+// effects and the completion or neither.
+//
+// # Metrics
+//
+// Through the OpenTelemetry metric API (WithMeterProvider, else the global
+// provider): acemq.outbox.pending (rows in the table), acemq.outbox.relayed,
+// acemq.outbox.failed and acemq.outbox.lag (seconds from due_at to the
+// confirm), each with db.collection.name set to the table.
+package outbox

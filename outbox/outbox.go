@@ -1,0 +1,171 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// DefaultTable is the outbox table's name unless Table says otherwise.
+const DefaultTable = "acemq_outbox"
+
+// DefaultInboxTable is the inbox table's name unless Table says otherwise.
+const DefaultInboxTable = "acemq_inbox"
+
+// Option configures an Outbox (New) or an Inbox (NewInbox).
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	table         string
+	meterProvider metric.MeterProvider
+	errs          []error
+}
+
+// Table sets the name of the table: acemq_outbox for an Outbox and
+// acemq_inbox for an Inbox by default. The name must be a plain SQL
+// identifier (letters, digits and underscores, not starting with a digit,
+// at most 48 characters); anything else makes New or NewInbox fail. To use
+// another PostgreSQL schema, set the connection's search_path.
+func Table(name string) Option {
+	return optionFunc(func(c *config) {
+		if err := checkTable(name); err != nil {
+			c.errs = append(c.errs, err)
+			return
+		}
+		c.table = name
+	})
+}
+
+// WithMeterProvider sets where the outbox's instruments are created. The
+// default is the global provider (otel.GetMeterProvider). An Inbox has no
+// instruments and ignores it.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp == nil {
+			c.errs = append(c.errs, errors.New("acemq: outbox: WithMeterProvider was given nil"))
+			return
+		}
+		c.meterProvider = mp
+	})
+}
+
+func newConfig(defaultTable string, opts []Option) (config, error) {
+	cfg := config{table: defaultTable}
+	for _, o := range opts {
+		if o == nil {
+			cfg.errs = append(cfg.errs, errors.New("acemq: outbox: a nil Option was given"))
+			continue
+		}
+		o.apply(&cfg)
+	}
+	return cfg, errors.Join(cfg.errs...)
+}
+
+// Outbox is a table of messages waiting to be published, in the
+// application's own database. Publishers write rows in the caller's
+// transaction; a Relay publishes and deletes them. It is safe for
+// concurrent use.
+type Outbox struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string
+	metrics *instruments
+}
+
+// New returns an Outbox over db. It neither connects nor creates anything:
+// call Migrate once to create the table, or create it with your own
+// migration tool from the statements Migrate runs. The Outbox registers an
+// observable gauge of pending rows; Close unregisters it.
+func New(db *sql.DB, dialect Dialect, opts ...Option) (*Outbox, error) {
+	switch {
+	case db == nil:
+		return nil, errors.New("acemq: outbox: New was given a nil *sql.DB")
+	case !dialect.valid():
+		return nil, fmt.Errorf("acemq: outbox: New was given %v; want outbox.Postgres or outbox.SQLite", dialect)
+	}
+	cfg, err := newConfig(DefaultTable, opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.meterProvider == nil {
+		cfg.meterProvider = otel.GetMeterProvider()
+	}
+	o := &Outbox{db: db, dialect: dialect, table: cfg.table}
+	if o.metrics, err = newInstruments(cfg.meterProvider, o); err != nil {
+		return nil, fmt.Errorf("acemq: outbox: creating the instruments of table %s: %w", o.table, err)
+	}
+	return o, nil
+}
+
+// TableName returns the name of the Outbox's table.
+func (o *Outbox) TableName() string { return o.table }
+
+// Close unregisters the Outbox's pending-rows gauge. It does not close the
+// database, which the Outbox does not own. Close is idempotent.
+func (o *Outbox) Close() error { return o.metrics.close() }
+
+// Migrate creates the outbox table and its index on due_at, if they do not
+// exist. Run it once at start-up (two processes migrating the same
+// PostgreSQL database at the same instant may race on the catalog).
+//
+// The columns: id (bigserial / integer primary key autoincrement),
+// message_id, exchange, routing_key, headers (the envelope as JSON),
+// body, content_type, due_at, locked_until (a relay's lease), attempts,
+// last_error and created_at. On SQLite the time columns hold Unix
+// microseconds.
+func (o *Outbox) Migrate(ctx context.Context) error {
+	for _, stmt := range o.schema() {
+		if _, err := o.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("acemq: outbox: migrating table %s: %w", o.table, err)
+		}
+	}
+	return nil
+}
+
+func (o *Outbox) schema() []string {
+	id, ts, blob, js := o.dialect.types()
+	return []string{
+		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	id %s,
+	message_id TEXT NOT NULL,
+	exchange TEXT NOT NULL,
+	routing_key TEXT NOT NULL,
+	headers %s NOT NULL,
+	body %s NOT NULL,
+	content_type TEXT NOT NULL,
+	due_at %s NOT NULL,
+	locked_until %s,
+	attempts INTEGER NOT NULL DEFAULT 0,
+	last_error TEXT,
+	created_at %s NOT NULL
+)`, o.table, id, js, blob, ts, ts, ts),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s_due_at_idx ON %s (due_at)`, o.table, o.table),
+	}
+}
+
+// Drop deletes the outbox table and everything in it. It is meant for
+// tests and tear-downs.
+func (o *Outbox) Drop(ctx context.Context) error {
+	if _, err := o.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+o.table); err != nil {
+		return fmt.Errorf("acemq: outbox: dropping table %s: %w", o.table, err)
+	}
+	return nil
+}
+
+// Pending returns the number of rows in the outbox: messages not yet
+// relayed, scheduled ones and failing ones included.
+func (o *Outbox) Pending(ctx context.Context) (int64, error) {
+	var n int64
+	if err := o.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+o.table).Scan(&n); err != nil {
+		return 0, fmt.Errorf("acemq: outbox: counting the rows of %s: %w", o.table, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,130 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/extend"
+)
+
+// Publisher writes messages of type T into an Outbox, in the caller's
+// transaction, for a Relay to publish to one exchange and routing key. It
+// is safe for concurrent use.
+type Publisher[T any] struct {
+	o        *Outbox
+	pub      *acemq.Publisher[T]
+	exchange string
+	key      string
+	insert   string
+}
+
+// NewPublisher returns a Publisher of T to exchange with routingKey through
+// o. The options are acemq's publisher options (TypeName, SchemaVersion,
+// ContentType). A nil o or c makes every Send fail.
+func NewPublisher[T any](o *Outbox, c *acemq.Conn, exchange, routingKey string, opts ...acemq.PublisherOption) *Publisher[T] {
+	p := &Publisher[T]{o: o, exchange: exchange, key: routingKey}
+	if o == nil || c == nil {
+		return p
+	}
+	p.pub = acemq.NewPublisher[T](c, exchange, routingKey, opts...)
+	p.insert = o.dialect.sql(fmt.Sprintf(`INSERT INTO %s
+	(message_id, exchange, routing_key, headers, body, content_type, due_at, attempts, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`, o.table))
+	return p
+}
+
+// Send runs the Conn's publish chain and codec on v now, as
+// acemq.Publisher.Send would (interceptors see ctx, so a trace context or a
+// tenant in it is stamped now), and inserts the resulting envelope and body
+// into the outbox within tx. Nothing is published until tx commits and a
+// Relay picks the row up; a rolled-back tx publishes nothing.
+//
+// At and After schedule the row; without them it is due at once. A publish
+// interceptor's refusal is returned as it is, and no row is written.
+func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.SendOption) error {
+	switch {
+	case p == nil || p.o == nil:
+		return errors.New("acemq: outbox: Send on a Publisher without an Outbox")
+	case p.pub == nil:
+		return fmt.Errorf("acemq: outbox: Send to table %s on a Publisher without a Conn", p.o.table)
+	case tx == nil:
+		return fmt.Errorf("acemq: outbox: Send to table %s was given a nil *sql.Tx", p.o.table)
+	}
+	now := time.Now()
+	due, err := dueAt(opts, now)
+	if err != nil {
+		return err
+	}
+	m, err := p.pub.Prepare(ctx, v, opts...)
+	if err != nil {
+		return err // a refusal stays the interceptor's very error value
+	}
+	env, err := marshalEnvelope(m.Envelope)
+	if err != nil {
+		return err
+	}
+	d := p.o.dialect
+	_, err = tx.ExecContext(ctx, p.insert,
+		m.Envelope.ID, m.Exchange, m.RoutingKey, env, nonNil(m.Body), m.ContentType,
+		d.timeArg(due), d.timeArg(now))
+	if err != nil {
+		return fmt.Errorf("acemq: outbox: inserting message %s into %s: %w", m.Envelope.ID, p.o.table, err)
+	}
+	return nil
+}
+
+// scheduleKey is the extend key under which At and After store when a row
+// is due.
+type scheduleKey struct{}
+
+// schedule is At's time or After's delay.
+type schedule struct {
+	at    time.Time
+	after time.Duration
+	isAt  bool
+}
+
+// At schedules a message written by an outbox Publisher: the Relay
+// publishes it at t or soon after, never before. A t in the past means at
+// once. A plain acemq.Publisher ignores the option and sends at once. When
+// several of At and After are given, the last one counts.
+func At(t time.Time) acemq.SendOption {
+	return extend.NewSendOption(scheduleKey{}, schedule{at: t, isAt: true}, nil).(acemq.SendOption)
+}
+
+// After schedules a message written by an outbox Publisher to be
+// published d after Send, never before; d <= 0 means at once. A plain
+// acemq.Publisher ignores the option and sends at once.
+func After(d time.Duration) acemq.SendOption {
+	return extend.NewSendOption(scheduleKey{}, schedule{after: d}, nil).(acemq.SendOption)
+}
+
+// dueAt returns when a row written now with opts is due.
+func dueAt(opts []acemq.SendOption, now time.Time) (time.Time, error) {
+	v, ok := extend.SendValue(opts, scheduleKey{})
+	if !ok {
+		return now, nil
+	}
+	s, ok := v.(schedule)
+	if !ok {
+		return time.Time{}, fmt.Errorf("acemq: outbox: a schedule option holds a %T", v)
+	}
+	if s.isAt {
+		if s.at.IsZero() {
+			return time.Time{}, errors.New("acemq: outbox: At was given the zero time")
+		}
+		return maxTime(s.at, now), nil
+	}
+	return now.Add(max(0, s.after)), nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
