@@ -25,11 +25,19 @@ test-fault:
 # amqp091-go on the local broker where it answers.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
+	$(GO) run ./internal/benchcmp -n 20000 -runs 5
 
-# Each fuzz target for FUZZTIME.
+# Each fuzz target for FUZZTIME (go test fuzzes one target at a time). New
+# failing inputs land in the package's testdata/fuzz and then run as seeds.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime $(FUZZTIME) ./transport/memory
+	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
+
+# The fuzz targets' seed corpora only (f.Add and testdata/fuzz), no fuzzing:
+# what test-unit already runs, on its own.
+fuzz-seed:
+	$(GO) test -race -count=1 -run '^Fuzz' . ./transport/memory ./transport/rabbitmq
 
 quickstart:
 	$(GO) run ./examples/quickstart

@@ -36,6 +36,7 @@ type connConfig struct {
 	logger        *slog.Logger
 	tls           *tls.Config
 	onSettled     []func(context.Context, Settlement)
+	confirmWindow int
 	errs          []error
 }
 
@@ -140,6 +141,26 @@ func WithLogger(l *slog.Logger) ConnOption {
 // uses the system's roots and the URL's host name.
 func WithTLS(cfg *tls.Config) ConnOption {
 	return connOptionFunc(func(c *connConfig) { c.tls = cfg })
+}
+
+// WithConfirmWindow bounds the publishes the RabbitMQ transport holds at
+// once, queued for a channel or written and awaiting the broker's confirm,
+// across all of the Conn's publishers. When n are outstanding, a further
+// Send or PublishRaw waits for room, up to its ctx: this is what keeps
+// memory bounded when the broker stalls or blocks publishing.
+//
+// The default is 1024 (rabbitmq.DefaultConfirmWindow), enough to keep
+// pipelined publishes at the broker's rate. 1 makes every publish wait for
+// the one before it to be confirmed; values below 1 fail Connect. The
+// memory transport, and a transport given with WithTransport, ignore it.
+func WithConfirmWindow(n int) ConnOption {
+	return connOptionFunc(func(c *connConfig) {
+		if n < 1 {
+			c.fail(fmt.Errorf("acemq: WithConfirmWindow was given %d; want 1 or more", n))
+			return
+		}
+		c.confirmWindow = n
+	})
 }
 
 // OnSettled registers fn to run after every delivery any consumer of the

@@ -18,6 +18,9 @@ type Conn struct {
 	cfg       connConfig
 	metrics   *instruments
 	publishes tracker // Sends and PublishRaws in flight
+	// boxedOrigin is cfg.origin as an interface value, made once so that
+	// rendering a message does not box the same string again.
+	boxedOrigin any
 
 	// stopping ends when Shutdown or Close begins: consumers stop taking
 	// deliveries. closing ends when Close begins: handlers' contexts end.
@@ -39,7 +42,7 @@ func newConn(cfg connConfig) (*Conn, error) {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
-	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m}
+	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m, boxedOrigin: cfg.origin}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
 	return c, nil

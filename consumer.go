@@ -181,11 +181,22 @@ func (c *Consumer[T]) Run(ctx context.Context) error {
 type deliveryKey struct{}
 
 // delivery is the per-delivery state a context carries: the envelope, for
-// correlation of what the handler sends, and the WhenSettled callbacks.
+// correlation of what the handler sends, and the WhenSettled callbacks. It
+// is itself the handler's context (its parent plus one value), which saves
+// a context.WithValue allocation per delivery.
 type delivery struct {
+	context.Context
 	env       *Envelope
 	mu        sync.Mutex
 	callbacks []func(context.Context, Settlement)
+}
+
+// Value returns the delivery for deliveryKey and asks the parent otherwise.
+func (d *delivery) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return d
+	}
+	return d.Context.Value(key)
 }
 
 // incoming returns the envelope of the delivery ctx carries, or nil.
@@ -215,15 +226,18 @@ func WhenSettled(ctx context.Context, fn func(context.Context, Settlement)) {
 // process takes one delivery from parse to settlement.
 func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 	env, perr := parseEnvelope(&d.Message)
-	ds := &delivery{env: env}
-	ctx = context.WithValue(ctx, deliveryKey{}, ds)
+	ds := &delivery{Context: ctx, env: env}
+	ctx = ds
 
 	if chain := c.conn.cfg.consumeChain; len(chain) > 0 {
-		cc := ConsumeContext{Queue: c.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
-		reason := runConsumeChain(ctx, chain, &cc)
+		cc := consumeContexts.Get().(*ConsumeContext)
+		*cc = ConsumeContext{Queue: c.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
+		reason := runConsumeChain(ctx, chain, cc)
 		if cc.Envelope != nil {
 			env, ds.env = cc.Envelope, cc.Envelope
 		}
+		*cc = ConsumeContext{}
+		consumeContexts.Put(cc)
 		if env.Headers == nil {
 			env.Headers = make(map[string]any)
 		}
@@ -240,13 +254,14 @@ func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 		c.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), c.cfg.maxBody)}, -1)
 		return
 	}
-	var payload T
+	// The body decodes straight into the Message: one allocation, not two.
+	m := &Message[T]{Envelope: env, Queue: c.queue, Redelivered: d.Redelivered}
 	if c.raw {
-		payload = any(Raw(d.Body)).(T)
+		m.Payload = any(Raw(d.Body)).(T)
 	} else {
 		codec, err := c.conn.cfg.codecs.lookup(d.ContentType)
 		if err == nil {
-			if derr := codec.Decode(d.Body, &payload); derr != nil {
+			if derr := codec.Decode(d.Body, &m.Payload); derr != nil {
 				err = fmt.Errorf("the body does not decode as %s into %s: %v", d.ContentType, c.name, derr)
 			}
 		}
@@ -255,11 +270,14 @@ func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 			return
 		}
 	}
-	m := &Message[T]{Payload: payload, Envelope: env, Queue: c.queue, Redelivered: d.Redelivered}
 	start := nowNano()
 	ack, panicked := c.call(ctx, m)
 	c.settle(ctx, d, ds, c.judge(env, ack, panicked), sinceSeconds(start))
 }
+
+// consumeContexts recycles the ConsumeContext a chain runs on; it is the
+// chain's for the length of the call only.
+var consumeContexts = sync.Pool{New: func() any { return new(ConsumeContext) }}
 
 // call runs the handler, turning a panic into its value.
 func (c *Consumer[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panicked any) {

@@ -8,12 +8,13 @@ import (
 )
 
 // dialRabbitMQ connects the RabbitMQ transport with the Conn's TLS
-// configuration and logger. The transport's errors carry the URL with its
-// password redacted.
+// configuration, logger and confirm window. The transport's errors carry
+// the URL with its password redacted.
 func dialRabbitMQ(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transport, error) {
 	return rabbitmq.Dial(ctx, rawURL, rabbitmq.Config{
 		TLS:            cfg.tls,
 		Logger:         cfg.logger,
 		ConnectionName: cfg.origin,
+		ConfirmWindow:  cfg.confirmWindow,
 	})
 }

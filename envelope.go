@@ -32,6 +32,11 @@ type Envelope struct {
 	// reserved holds x-acemq- headers the fields above do not stand for,
 	// such as a routing slip's; only acemq's own packages set them.
 	reserved map[string]any
+
+	// boxedType and boxedOrigin are the publisher's Type and the Conn's
+	// Origin already boxed as header values; render uses them while the
+	// fields still hold those strings, so each Send boxes neither again.
+	boxedType, boxedOrigin any
 }
 
 // ReservedPrefix is the header namespace the engine owns. Application
@@ -51,6 +56,19 @@ const (
 	hdrOrigin        = "x-acemq-origin"
 	hdrError         = "x-acemq-error"
 	reservedCount    = 9
+)
+
+// maxTableEntries is the most entries amqp091-go reads in one AMQP table or
+// array; a message carrying more makes the reading connection fail as a
+// whole, again at every redelivery. maxHeaders, what Send accepts, and
+// maxReadHeaders, what a consumer accepts, leave room under it for the
+// reserved headers the engine renders (9) and the x-death headers a broker
+// adds when a retry tier dead-letters (up to 7), so that no move the engine
+// makes turns a readable message into an unreadable one.
+const (
+	maxTableEntries = 8192
+	maxHeaders      = maxTableEntries - 64
+	maxReadHeaders  = maxTableEntries - 16
 )
 
 // maxAttempt bounds x-acemq-attempt: a larger value is not a history any
@@ -87,7 +105,13 @@ func newID() string {
 // first (reserved names dropped), then the reserved ones, then the AMQP
 // properties a broker tool shows.
 func render(e *Envelope, exchange, key, contentType string, body []byte) transport.Message {
-	h := make(map[string]any, len(e.Headers)+len(e.reserved)+reservedCount)
+	n := len(e.Headers) + len(e.reserved) + 5 // id, type, version, attempt, first-seen
+	for _, s := range [...]string{e.CorrelationID, e.CausationID, e.Origin, e.Error} {
+		if s != "" {
+			n++
+		}
+	}
+	h := make(map[string]any, n)
 	for k, v := range e.Headers {
 		if !isReserved(k) {
 			h[k] = v
@@ -97,7 +121,7 @@ func render(e *Envelope, exchange, key, contentType string, body []byte) transpo
 		h[k] = v
 	}
 	h[hdrID] = e.ID
-	h[hdrType] = e.Type
+	h[hdrType] = boxed(e.boxedType, e.Type)
 	h[hdrVersion] = int32(e.Version)
 	h[hdrAttempt] = int32(e.Attempt)
 	h[hdrFirstSeen] = e.FirstSeen.UTC().Format(time.RFC3339Nano)
@@ -108,7 +132,7 @@ func render(e *Envelope, exchange, key, contentType string, body []byte) transpo
 		h[hdrCausationID] = e.CausationID
 	}
 	if e.Origin != "" {
-		h[hdrOrigin] = e.Origin
+		h[hdrOrigin] = boxed(e.boxedOrigin, e.Origin)
 	}
 	if e.Error != "" {
 		h[hdrError] = e.Error
@@ -128,6 +152,14 @@ func render(e *Envelope, exchange, key, contentType string, body []byte) transpo
 	}
 }
 
+// boxed returns b when it holds the string s, else s boxed anew.
+func boxed(b any, s string) any {
+	if bs, ok := b.(string); ok && bs == s {
+		return b
+	}
+	return s
+}
+
 // parseEnvelope reads the envelope of a message that arrived. It never
 // fails to return one: a message from a foreign producer gets an envelope
 // derived from its AMQP properties. The error is non-nil when a reserved
@@ -142,13 +174,16 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 		FirstSeen:     m.Timestamp.UTC(),
 		Origin:        m.AppID,
 		ReplyTo:       m.ReplyTo,
-		Headers:       make(map[string]any, len(m.Headers)),
+		Headers:       make(map[string]any, applicationHeaders(m.Headers)),
 	}
 	var problem error
 	note := func(err error) {
 		if problem == nil {
 			problem = err
 		}
+	}
+	if len(m.Headers) > maxReadHeaders {
+		note(fmt.Errorf("acemq: the message has %d headers, more than the %d acemq accepts", len(m.Headers), maxReadHeaders))
 	}
 	for k, v := range m.Headers {
 		if !isReserved(k) {
@@ -174,6 +209,8 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 			note(readInt(k, v, 1, maxAttempt, &e.Attempt))
 		case hdrFirstSeen:
 			note(readTime(k, v, &e.FirstSeen))
+		case transport.UnreadableHeaders:
+			note(fmt.Errorf("acemq: %v", v))
 		default:
 			// Other names in the namespace belong to acemq's patterns (the
 			// routing slip) or to newer engines: kept, out of Headers.
@@ -190,6 +227,19 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 		e.FirstSeen = time.Now().UTC()
 	}
 	return e, problem
+}
+
+// applicationHeaders counts the headers outside the reserved namespace, to
+// size Envelope.Headers: sized for all of them, a map past eight entries
+// costs several allocations more.
+func applicationHeaders(h map[string]any) int {
+	n := 0
+	for k := range h {
+		if !isReserved(k) {
+			n++
+		}
+	}
+	return n
 }
 
 func readString(name string, v any, dst *string) error {
@@ -278,6 +328,9 @@ func quoteValue(v any) string {
 // checkHeaders reports the first application header whose value an AMQP
 // table cannot carry.
 func checkHeaders(h map[string]any) error {
+	if len(h) > maxHeaders {
+		return fmt.Errorf("acemq: %d headers, more than the %d a message may carry", len(h), maxHeaders)
+	}
 	for k, v := range h {
 		if err := checkHeaderValue(k, v); err != nil {
 			return err
@@ -304,6 +357,9 @@ func checkValue(v any, depth int) error {
 	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time:
 		return nil
 	case []any:
+		if len(x) > maxTableEntries {
+			return fmt.Errorf("an array of %d elements, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
+		}
 		for i, e := range x {
 			if err := checkValue(e, depth+1); err != nil {
 				return fmt.Errorf("element %d: %w", i, err)
@@ -311,6 +367,9 @@ func checkValue(v any, depth int) error {
 		}
 		return nil
 	case map[string]any:
+		if len(x) > maxTableEntries {
+			return fmt.Errorf("a table of %d entries, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
+		}
 		for k, e := range x {
 			if err := checkValue(e, depth+1); err != nil {
 				return fmt.Errorf("field %q: %w", k, err)

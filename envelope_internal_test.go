@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -137,4 +138,61 @@ func FuzzEnvelope(f *testing.F) {
 			t.Fatal("no envelope for hostile headers")
 		}
 	})
+}
+
+// TestTableSizeLimits: what amqp091-go would refuse to read is refused at
+// Send, and a message whose headers leave no room for what a move adds is
+// unreadable on receipt.
+func TestTableSizeLimits(t *testing.T) {
+	many := func(n int) map[string]any {
+		h := make(map[string]any, n)
+		for i := range n {
+			h[strings.Repeat("k", 1+i%7)+string(rune('a'+i%26))+time.Duration(i).String()] = true
+		}
+		return h
+	}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		wants string
+	}{
+		{"too many headers to send", checkHeaders(many(maxHeaders + 1)), "more than the 8128 a message may carry"},
+		{"a table too big to read", checkHeaderValue("t", many(maxTableEntries+1)), "a table of 8193 entries"},
+		{"an array too big to read", checkHeaderValue("a", make([]any, maxTableEntries+1)), "an array of 8193 elements"},
+		{"too many headers to read", func() error {
+			_, err := parseEnvelope(&transport.Message{Headers: many(maxReadHeaders + 1)})
+			return err
+		}(), "the message has 8177 headers, more than the 8176 acemq accepts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.err == nil || !strings.Contains(tc.err.Error(), tc.wants) {
+				t.Fatalf("error %v, want one containing %q", tc.err, tc.wants)
+			}
+		})
+	}
+	if err := checkHeaders(many(maxHeaders)); err != nil {
+		t.Fatalf("%d headers refused: %v", maxHeaders, err)
+	}
+}
+
+func TestClipReason(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+	}{
+		{"short", "boom"},
+		{"at the limit", strings.Repeat("x", maxReason)},
+		{"over, ASCII", strings.Repeat("x", 10*maxReason)},
+		{"over, cut inside a rune", strings.Repeat("x", maxReason-4) + strings.Repeat("日", 100)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := clipReason(tc.in)
+			if len(got) > maxReason || !utf8.ValidString(got) {
+				t.Fatalf("clipReason gave %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+			}
+			if len(tc.in) <= maxReason && got != tc.in {
+				t.Fatalf("a short reason changed: %q", got)
+			}
+		})
+	}
 }

@@ -19,6 +19,9 @@ type Publisher[T any] struct {
 	key      string
 	cfg      publisherConfig
 	raw      bool
+	// boxedType is cfg.typeName as an interface value, made once so that
+	// rendering a message does not box the same string again.
+	boxedType any
 }
 
 // NewPublisher returns a Publisher of T to exchange with routingKey; the
@@ -38,6 +41,7 @@ func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...Publisher
 	if p.raw && p.cfg.contentType == "" {
 		p.cfg.contentType = rawContentType
 	}
+	p.boxedType = p.cfg.typeName
 	return p
 }
 
@@ -145,31 +149,40 @@ func (p *Publisher[T]) Prepare(ctx context.Context, v T, opts ...SendOption) (Ra
 }
 
 func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (RawMessage, error) {
-	var sc sendConfig
-	for _, o := range opts {
-		if o != nil {
-			o.applySend(&sc)
+	sc := &noSendOptions // read only: a Send without options allocates none
+	if len(opts) > 0 {
+		sc = &sendConfig{}
+		for _, o := range opts {
+			if o != nil {
+				o.applySend(sc)
+			}
 		}
 	}
 	if len(sc.errs) > 0 {
 		p.conn.metrics.published(ctx, p.exchange, publishFailed, -1)
 		return RawMessage{}, errors.Join(sc.errs...)
 	}
-	env := p.envelope(ctx, &sc)
-	pc := PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
+	env := p.envelope(ctx, sc)
+	m := RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
-		if err := runPublishChain(ctx, chain, &pc); err != nil {
-			p.conn.metrics.published(ctx, pc.Exchange, publishRefused, -1)
-			return RawMessage{Envelope: env}, err
+		// Only a chain needs the PublishContext and the boxed payload.
+		pc := publishContexts.Get().(*PublishContext)
+		*pc = PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
+		err := runPublishChain(ctx, chain, pc)
+		m.Exchange, m.RoutingKey = pc.Exchange, pc.RoutingKey
+		if pc.Envelope != nil {
+			m.Envelope = pc.Envelope
 		}
-		if replaced, ok := pc.Payload.(T); ok {
+		if replaced, ok := pc.Payload.(T); ok && err == nil {
 			v = replaced
 		}
-		if pc.Envelope == nil {
-			pc.Envelope = env
+		*pc = PublishContext{}
+		publishContexts.Put(pc)
+		if err != nil {
+			p.conn.metrics.published(ctx, m.Exchange, publishRefused, -1)
+			return RawMessage{Envelope: env}, err
 		}
 	}
-	m := RawMessage{Exchange: pc.Exchange, RoutingKey: pc.RoutingKey, Envelope: pc.Envelope}
 	if err := checkHeaders(m.Envelope.Headers); err != nil {
 		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return m, err
@@ -188,6 +201,14 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 	return m, nil
 }
 
+// noSendOptions is the configuration of a Send given no options. It is
+// never written.
+var noSendOptions sendConfig
+
+// publishContexts recycles the PublishContext a chain runs on; it is the
+// chain's for the length of the call only.
+var publishContexts = sync.Pool{New: func() any { return new(PublishContext) }}
+
 // envelope builds the envelope of a new message: options first, then what
 // the delivery being handled (if ctx carries one) implies, then defaults.
 func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
@@ -202,6 +223,8 @@ func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
 		Origin:        p.conn.cfg.origin,
 		Headers:       sc.headers,
 		reserved:      sc.reserved,
+		boxedType:     p.boxedType,
+		boxedOrigin:   p.conn.boxedOrigin,
 	}
 	if env.ID == "" {
 		env.ID = newID()

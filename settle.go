@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -66,6 +67,7 @@ func errText(err error) string {
 // callbacks. A move that fails returns the delivery to its queue.
 func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64) {
 	env := ds.env
+	v.reason = clipReason(v.reason)
 	s := Settlement{
 		Queue: c.queue, Envelope: env, Outcome: v.outcome, Reason: v.reason,
 		Delay: v.delay, Attempt: env.Attempt, Ack: v.ack,
@@ -86,6 +88,23 @@ func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *deli
 	}
 	c.conn.metrics.settled(ctx, c.queue, s.Outcome, handlerSeconds)
 	c.runCallbacks(ctx, ds, s, true)
+}
+
+// maxReason bounds a reason. It travels as the x-acemq-error header, and a
+// hostile body (a decode error quoting it) or a careless error text must
+// not make it too big for the broker to take.
+const maxReason = 4096
+
+// clipReason cuts s to maxReason bytes, on a rune boundary, marking the cut.
+func clipReason(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	cut := maxReason - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // target is the queue a verdict moves the message to.
@@ -110,6 +129,10 @@ func (c *Consumer[T]) move(ctx context.Context, d transport.Delivery, env *Envel
 		msg := d.Message
 		msg.Exchange, msg.RoutingKey = "", m.RoutingKey
 		msg.Headers = maps.Clone(d.Headers)
+		if len(msg.Headers) >= maxTableEntries {
+			// No room for one more: the reason says how many there were.
+			msg.Headers = nil
+		}
 		if msg.Headers == nil {
 			msg.Headers = make(map[string]any, 1)
 		}

@@ -50,6 +50,13 @@ var (
 // reply on the requesting connection, as RabbitMQ's direct reply-to does.
 const DirectReplyTo = "amq.rabbitmq.reply-to"
 
+// UnreadableHeaders is the one header a transport leaves on a message whose
+// headers it could not read (a table nested too deep, too large or
+// malformed), in place of them; its value says what was wrong. The engine
+// parks such a message with that reason rather than let it break the
+// consumer.
+const UnreadableHeaders = "x-acemq-unreadable-headers"
+
 // Message is what travels: the engine renders its envelope into the headers
 // and properties, the transport carries them as they are.
 type Message struct {

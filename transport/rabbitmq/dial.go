@@ -197,7 +197,7 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 				return nil, err
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			return c, nil
+			return newBatchConn(c), nil
 		},
 	})
 	if err != nil {
@@ -235,6 +235,15 @@ func (t *Transport) Close() error {
 		}
 	}
 }
+
+// ConfirmWindow is the bound on publishes queued or awaiting a confirm
+// (Config.ConfirmWindow with its default applied).
+func (t *Transport) ConfirmWindow() int { return t.cfg.ConfirmWindow }
+
+// Outstanding is the number of publishes queued or awaiting a confirm
+// right now: never more than ConfirmWindow. A publish whose caller gave up
+// still counts until the transport drops it or its confirm arrives.
+func (t *Transport) Outstanding() int { return len(t.slots) }
 
 func (t *Transport) isClosed() bool {
 	select {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -80,16 +81,20 @@ func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, 
 			AppId:         m.AppID,
 			ReplyTo:       m.ReplyTo,
 			Timestamp:     m.Timestamp,
-			Body:          bytes.Clone(m.Body), // the caller may reuse its buffer
+			Body:          m.Body, // copied once a window token is taken
 			DeliveryMode:  amqp.Persistent,
 		},
 	}, nil
 }
 
-// acquire takes a confirm-window token for req, waiting up to ctx.
+// acquire takes a confirm-window token for req, waiting up to ctx, and
+// then copies its body, which the caller may reuse once Publish returns
+// while the transport may still hold req. Copying only with a token means
+// callers waiting for room hold no copy: the window bounds the copies.
 func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
 	select {
 	case t.slots <- struct{}{}:
+		req.msg.Body = bytes.Clone(req.msg.Body)
 		return nil
 	case <-ctx.Done():
 		return ctxError(req.what()+" waiting for room in the confirm window", ctx)
@@ -127,13 +132,15 @@ func (r *pubReq) what() string {
 	return fmt.Sprintf("publish to exchange %q, routing key %q", r.exchange, r.key)
 }
 
-// complete delivers req's outcome and gives back its window token.
+// complete gives back req's window token and delivers its outcome; the
+// token goes first, so a caller told its outcome no longer counts in
+// Outstanding.
 func (t *Transport) complete(r *pubReq, err error) {
+	<-t.slots
 	select {
 	case r.done <- err:
 	default:
 	}
-	<-t.slots
 }
 
 // requeue hands a request whose channel died back to the writers, or
@@ -164,11 +171,21 @@ func toTable(h map[string]any) (amqp.Table, error) {
 		return nil, nil
 	}
 	t := make(amqp.Table, len(h))
+	nested := false
 	for k, v := range h {
-		t[k] = toField(v)
+		switch v.(type) {
+		case string, int32, int64, bool, int, int8, int16, uint16, uint32, float32, float64, time.Time, nil:
+			// What the engine's envelope carries: valid as it is.
+			t[k] = v
+		default:
+			t[k] = toField(v)
+			nested = true
+		}
 	}
-	if err := t.Validate(); err != nil {
-		return nil, err
+	if nested {
+		if err := t.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }

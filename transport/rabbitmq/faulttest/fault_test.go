@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/rabbitmq"
 )
 
 // TestFaultCloseAllConnections closes every broker connection three times
@@ -105,4 +110,129 @@ func TestFaultBlockedConnection(t *testing.T) {
 	l.healthDown.Store(true)
 	l.healthUpAfter.Store(true) // the watcher ran with no publishers; checked above instead
 	l.finish()
+}
+
+// TestFaultBlockedConnectionBoundsMemory raises a memory alarm and sets
+// many more publishers than the confirm window against the blocked
+// connection, each retrying with a short ctx: the transport must make them
+// wait rather than buffer, so it never holds more than the window and the
+// live heap stays within the window's worth of bodies.
+func TestFaultBlockedConnectionBoundsMemory(t *testing.T) {
+	needCtl(t)
+	const (
+		window     = 16
+		publishers = 8 * window
+		bodySize   = 64 << 10
+	)
+	url := acemqtest.RabbitMQ(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tr, err := rabbitmq.Dial(ctx, url, rabbitmq.Config{ConfirmWindow: window, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	defer tr.Close()
+	q := acemqtest.QueueName(t, "fault-bound")
+	if err := tr.Declare(ctx, transport.Queue{Name: q}); err != nil {
+		t.Fatal(err)
+	}
+	acemqtest.DeleteQueuesAfter(t, url, q)
+	if err := tr.Publish(ctx, transport.Message{RoutingKey: q, MessageID: "before"}); err != nil {
+		t.Fatal(err)
+	}
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseline := ms.HeapAlloc
+
+	alarm := true
+	ctl(t, "set_vm_memory_high_watermark", "0")
+	defer func() {
+		if alarm {
+			ctl(t, "set_vm_memory_high_watermark", "0.4")
+		}
+	}()
+
+	stop := make(chan struct{})
+	var (
+		wg                  sync.WaitGroup
+		attempts, timeouts  atomic.Int64
+		confirmedWhileAlarm atomic.Int64
+		unexpected          atomic.Value
+	)
+	for g := range publishers {
+		wg.Go(func() {
+			body := make([]byte, bodySize)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				attempts.Add(1)
+				pctx, pcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				err := tr.Publish(pctx, transport.Message{RoutingKey: q, MessageID: fmt.Sprintf("b%d-%d", g, i), Body: body})
+				pcancel()
+				switch {
+				case err == nil:
+					confirmedWhileAlarm.Add(1)
+				case errors.Is(err, context.DeadlineExceeded):
+					timeouts.Add(1)
+				default:
+					unexpected.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+
+	// Watch until Health says blocked and a few seconds more, sampling
+	// what the transport holds and the live heap.
+	maxOutstanding, maxHeap := 0, uint64(0)
+	blockedAt := time.Time{}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := tr.Outstanding(); n > maxOutstanding {
+			maxOutstanding = n
+		}
+		if blockedAt.IsZero() {
+			if h := tr.Health(context.Background()); h != nil && strings.Contains(h.Error(), "blocked") {
+				blockedAt = time.Now()
+			}
+		} else if time.Since(blockedAt) > 3*time.Second {
+			break
+		}
+		if !blockedAt.IsZero() {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			maxHeap = max(maxHeap, ms.HeapAlloc)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctl(t, "set_vm_memory_high_watermark", "0.4")
+	alarm = false
+	close(stop)
+	wg.Wait()
+
+	t.Logf("%d publishers, window %d: %d attempts, %d timed out, %d confirmed; at most %d outstanding; live heap at most %d KiB over the %d KiB baseline",
+		publishers, window, attempts.Load(), timeouts.Load(), confirmedWhileAlarm.Load(), maxOutstanding, (int64(maxHeap)-int64(baseline))/1024, baseline/1024)
+	if err, _ := unexpected.Load().(error); err != nil {
+		t.Errorf("a publish failed with %v; want only deadline errors while blocked", err)
+	}
+	if blockedAt.IsZero() {
+		t.Fatal("Health never said the connection was blocked")
+	}
+	if maxOutstanding > window {
+		t.Errorf("%d publishes outstanding; the window is %d", maxOutstanding, window)
+	}
+	if timeouts.Load() < publishers {
+		t.Errorf("only %d publishes timed out; want the publishers held back while blocked", timeouts.Load())
+	}
+	// Each publisher holds its own body (8 MiB here); the transport may
+	// hold one copy per window slot, and the socket's write buffers a few
+	// MiB more. Buffering every attempt would be over 100 MiB.
+	limit := uint64(publishers+2*window)*bodySize + 8<<20
+	if maxHeap > baseline+limit {
+		t.Errorf("the live heap grew by %d KiB while blocked; want at most %d KiB", (maxHeap-baseline)/1024, limit/1024)
+	}
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acemq/acemq"
+)
+
+// The acemq side: the engine over the RabbitMQ transport, with its
+// defaults (JSON codec, no interceptors, the global meter provider).
+
+func (e *env) connect() (*acemq.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return acemq.Connect(ctx, e.url, acemq.WithLogger(slog.New(slog.DiscardHandler)))
+}
+
+// acemqSend publishes n messages with Send from g goroutines (one: a loop).
+func acemqSend(g int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) {
+		c, err := e.connect()
+		if err != nil {
+			return measurement{}, err
+		}
+		defer c.Close()
+		pub := acemq.NewPublisher[payload](c, "", q)
+		ctx := context.Background()
+		v := e.payload
+		var next atomic.Int64
+		var first atomic.Value
+		var wg sync.WaitGroup
+		a := e.meter.sample()
+		for range g {
+			wg.Go(func() {
+				for next.Add(1) <= int64(e.n) {
+					if err := pub.Send(ctx, v); err != nil {
+						first.CompareAndSwap(nil, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b := e.meter.sample()
+		if err, _ := first.Load().(error); err != nil {
+			return measurement{}, err
+		}
+		return between(a, b, e.n), nil
+	}
+}
+
+// acemqSendAll publishes the n messages with one SendAll.
+func acemqSendAll(e *env, q string) (measurement, error) {
+	c, err := e.connect()
+	if err != nil {
+		return measurement{}, err
+	}
+	defer c.Close()
+	pub := acemq.NewPublisher[payload](c, "", q)
+	batch := make([]payload, e.n)
+	for i := range batch {
+		batch[i] = e.payload
+	}
+	a := e.meter.sample()
+	results := pub.SendAll(context.Background(), batch)
+	b := e.meter.sample()
+	for _, r := range results {
+		if r.Err != nil {
+			return measurement{}, r.Err
+		}
+	}
+	return between(a, b, e.n), nil
+}
+
+// acemqConsume consumes the n messages preloaded in q with the given
+// concurrency and prefetch; the handler returns Done.
+func acemqConsume(concurrency, prefetch int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) {
+		if err := e.preload(q); err != nil {
+			return measurement{}, err
+		}
+		c, err := e.connect()
+		if err != nil {
+			return measurement{}, err
+		}
+		defer c.Close()
+		var handled atomic.Int64
+		done := make(chan struct{})
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, _ *acemq.Message[payload]) acemq.Ack {
+			if handled.Add(1) == int64(e.n) {
+				close(done)
+			}
+			return acemq.Done()
+		}, acemq.Concurrency(concurrency), acemq.Prefetch(prefetch), acemq.NoDeclare())
+		if err != nil {
+			return measurement{}, err
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		runErr := make(chan error, 1)
+		a := e.meter.sample()
+		go func() { runErr <- cons.Run(ctx) }()
+		select {
+		case <-done:
+		case err := <-runErr:
+			return measurement{}, fmt.Errorf("the consumer stopped early: %v", err)
+		case <-time.After(5 * time.Minute):
+			return measurement{}, errors.New("the consumer took over 5 minutes")
+		}
+		b := e.meter.sample()
+		stop()
+		if err := <-runErr; err != nil {
+			return measurement{}, err
+		}
+		return between(a, b, e.n), nil
+	}
+}
+
+// acemqLatency publishes e.latencyN messages at a steady rate (open loop:
+// each Send starts at its scheduled time, whether or not earlier ones have
+// been confirmed) to an acemq consumer, and measures from the scheduled
+// send time to the handler.
+func acemqLatency(rate int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) {
+		c, err := e.connect()
+		if err != nil {
+			return measurement{}, err
+		}
+		defer c.Close()
+		n := e.latencyN
+		lat := make([]time.Duration, n)
+		var handled atomic.Int64
+		done := make(chan struct{})
+		start := time.Now()
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[payload]) acemq.Ack {
+			if i := m.Payload.Seq; i >= 0 && i < int64(n) {
+				lat[i] = time.Since(start) - time.Duration(m.Payload.At)
+			}
+			if handled.Add(1) == int64(n) {
+				close(done)
+			}
+			return acemq.Done()
+		}, acemq.Concurrency(8), acemq.Prefetch(500), acemq.NoDeclare())
+		if err != nil {
+			return measurement{}, err
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		runErr := make(chan error, 1)
+		go func() { runErr <- cons.Run(ctx) }()
+		pub := acemq.NewPublisher[payload](c, "", q)
+		interval := time.Second / time.Duration(rate)
+		var first atomic.Value
+		var wg sync.WaitGroup
+		a := e.meter.sample()
+		base := time.Since(start)
+		for i := range n {
+			due := base + time.Duration(i)*interval
+			if wait := due - time.Since(start); wait > 0 {
+				time.Sleep(wait)
+			}
+			v := e.payload
+			v.Seq, v.At = int64(i), int64(due)
+			wg.Go(func() {
+				if err := pub.Send(ctx, v); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			})
+		}
+		wg.Wait()
+		if err, _ := first.Load().(error); err != nil {
+			return measurement{}, err
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			return measurement{}, fmt.Errorf("%d of %d messages arrived", handled.Load(), n)
+		}
+		b := e.meter.sample()
+		stop()
+		if err := <-runErr; err != nil {
+			return measurement{}, err
+		}
+		m := between(a, b, n)
+		slices.Sort(lat)
+		m.p50, m.p99 = lat[n*50/100], lat[n*99/100]
+		return m, nil
+	}
+}
