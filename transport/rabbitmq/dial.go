@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -118,6 +120,8 @@ type Transport struct {
 	replyMu sync.Mutex
 	reply   *replySession
 
+	gets getChannel // the channel Get takes messages on
+
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context
 	stopFunc context.CancelFunc
@@ -162,10 +166,15 @@ func Dial(ctx context.Context, url string, cfg Config) (*Transport, error) {
 }
 
 // dial makes one AMQP connection, bounded by ctx.
+//
+// The socket is layered: TCP, then batchConn (coalesced writes), then TLS
+// for amqps://, then frameGuard, so that the guard reads the broker's
+// frames in the clear. TLS is therefore done here rather than by amqp091,
+// which is handed the URL with the amqp scheme and the port made explicit.
 func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
-	var tlsCfg *tls.Config
-	if t.cfg.TLS != nil {
-		tlsCfg = t.cfg.TLS.Clone() // DialConfig writes ServerName into it
+	dialURL, tlsCfg, err := t.plainURL()
+	if err != nil {
+		return nil, fmt.Errorf("acemq: dialing rabbitmq at %s: %w", t.safeURL, t.scrub(err))
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(t.cfg.ConnectionName)
@@ -175,10 +184,9 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 			stop()
 		}
 	}()
-	conn, err := amqp.DialConfig(t.url, amqp.Config{
-		Heartbeat:       t.cfg.Heartbeat,
-		TLSClientConfig: tlsCfg,
-		Properties:      props,
+	conn, err := amqp.DialConfig(dialURL, amqp.Config{
+		Heartbeat:  t.cfg.Heartbeat,
+		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
 			var d net.Dialer
 			c, err := d.DialContext(ctx, network, addr)
@@ -197,7 +205,16 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 				return nil, err
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			return newBatchConn(c), nil
+			var layered net.Conn = newBatchConn(c)
+			if tlsCfg != nil {
+				tc := tls.Client(layered, tlsCfg)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					_ = tc.Close()
+					return nil, err
+				}
+				layered = tc
+			}
+			return newFrameGuard(layered), nil
 		},
 	})
 	if err != nil {
@@ -207,6 +224,34 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 		return nil, fmt.Errorf("acemq: dialing rabbitmq at %s: %w", t.safeURL, t.scrub(err))
 	}
 	return conn, nil
+}
+
+// plainURL returns the URL amqp091 dials and, for amqps://, the TLS
+// configuration dial applies itself: the same URL (query parameters
+// included) with the amqp scheme and the port made explicit (5671 unless
+// given).
+func (t *Transport) plainURL() (string, *tls.Config, error) {
+	uri, err := amqp.ParseURI(t.url)
+	if err != nil {
+		return "", nil, err
+	}
+	if uri.Scheme != "amqps" {
+		return t.url, nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.cfg.TLS != nil {
+		cfg = t.cfg.TLS.Clone()
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = uri.Host
+	}
+	u, err := url.Parse(t.url)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Scheme = "amqp"
+	u.Host = net.JoinHostPort(uri.Host, strconv.Itoa(uri.Port))
+	return u.String(), cfg, nil
 }
 
 // Close closes the connection and ends every goroutine the transport

@@ -57,6 +57,18 @@
 // consumer, waits until every delivery it handed out is settled (those of
 // a channel that died count as settled) and returns nil.
 //
+// # Headers amqp091 cannot read
+//
+// amqp091-go fails the whole connection when a message carries a headers
+// table nested deeper than 32 levels, with more than 8,192 entries, or
+// malformed, and the broker would deliver that message again after every
+// reconnection. The socket is therefore read through a frame guard: every
+// frame passes untouched (bodies are streamed, not copied) except a content
+// header whose table amqp091 would refuse, which gets the single header
+// transport.UnreadableHeaders in its place. The engine parks such a
+// message. For amqps:// the guard sits above TLS, so this package does the
+// TLS handshake itself rather than amqp091.
+//
 // # Reconnection
 //
 // amqp091-go v1.16 has an opt-in Config.Recovery that reconnects and
@@ -89,8 +101,10 @@
 // x-queue-type: quorum) and bindings, each call on a fresh channel since a
 // refusal closes the channel. A queue declared again with other arguments
 // fails wrapping transport.ErrTopologyConflict and the broker's
-// *amqp091.Error. Get uses basic.get with a channel per message, open until
-// it is settled. Request uses RabbitMQ's direct reply-to: one channel
+// *amqp091.Error. Get uses basic.get on one channel per connection, on
+// which any number of messages may be held unsettled; a queue is looked up
+// on a channel of its own before its first Get, so a missing one does not
+// close the channel the held messages are on. Request uses RabbitMQ's direct reply-to: one channel
 // consumes amq.rabbitmq.reply-to and publishes the requests, as the broker
 // requires, and a dispatcher matches replies by correlation ID.
 //

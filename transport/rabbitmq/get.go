@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -10,49 +11,108 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
+// getChannel is the one channel of a connection that Get takes messages
+// on, opened on first use. Many messages may be held unsettled on it at
+// once (a replay holds the ones it skips), each settled by its own tag; a
+// channel per message would run into the broker's channel limit (2,047 by
+// default) and pay two round trips more per message.
+type getChannel struct {
+	mu    sync.Mutex // serialises opening and basic.get
+	sess  *session
+	ch    *amqp.Channel
+	known map[string]bool // queues seen to exist on this channel
+}
+
 // Get takes one message from queue with basic.get and manual
 // acknowledgement, or reports false when the queue is empty. The message
-// comes on a channel of its own that stays open until it is settled, so
-// settle it soon; it is stale (and redelivered) once the connection is
-// lost. A missing queue fails wrapping transport.ErrNotFound.
+// stays unacknowledged until it is settled; it is stale (and redelivered)
+// once the connection is lost. A missing queue fails wrapping
+// transport.ErrNotFound. The wait for the broker's answer is not cut short
+// by ctx, since abandoning it would close the channel every held message
+// is on; a dead connection ends it through the heartbeat.
 func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, bool, error) {
 	op := fmt.Sprintf("get from queue %q", queue)
 	for {
+		if err := ctx.Err(); err != nil {
+			return transport.Delivery{}, false, ctxError(op, ctx)
+		}
 		s, err := t.current(ctx, op)
 		if err != nil {
 			return transport.Delivery{}, false, err
 		}
-		ch, err := s.conn.Channel()
+		ch, err := t.gets.channel(s, queue, func() error {
+			// Look first on a channel of its own: a 404 closes the channel
+			// it happens on, and that must not be the one holding messages.
+			_, err := t.Inspect(ctx, queue)
+			return err
+		})
+		if errors.Is(err, errSessionGone) {
+			continue
+		}
 		if err != nil {
+			return transport.Delivery{}, false, err
+		}
+		d, ok, err := ch.Get(queue, false)
+		if err != nil {
+			t.gets.forget(ch)
+			var ae *amqp.Error
+			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+				return transport.Delivery{}, false, classify("get from", "queue", queue, err)
+			}
 			select {
 			case <-s.done:
-				continue
-			case <-ctx.Done():
-				return transport.Delivery{}, false, ctxError(op, ctx)
-			case <-t.closing:
-				return transport.Delivery{}, false, errClosed(op)
+				continue // the connection went: try on the next one
+			default:
+				return transport.Delivery{}, false, classify("get from", "queue", queue, err)
 			}
 		}
-		stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-		d, ok, err := ch.Get(queue, false)
-		if !stop() {
-			_ = ch.Close()
-			return transport.Delivery{}, false, ctxError(op, ctx)
-		}
-		if err != nil {
-			_ = ch.Close()
-			return transport.Delivery{}, false, classify("get from", "queue", queue, err)
-		}
 		if !ok {
-			_ = ch.Close()
 			return transport.Delivery{}, false, nil
 		}
-		ga := &getAcker{queue: queue, ch: ch}
-		return toDelivery(d, queue, ga), true, nil
+		return toDelivery(d, queue, &getAcker{queue: queue, ch: ch}), true, nil
 	}
 }
 
-// getAcker settles the one message a Get took, then closes its channel.
+var errSessionGone = errors.New("acemq: the connection was lost")
+
+// channel returns the get channel of session s, opening it when there is
+// none, and makes sure queue exists with check the first time it is named.
+func (g *getChannel) channel(s *session, queue string, check func() error) (*amqp.Channel, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sess != s || g.ch == nil || g.ch.IsClosed() {
+		ch, err := s.conn.Channel()
+		if err != nil {
+			g.sess, g.ch = nil, nil
+			select {
+			case <-s.done:
+				return nil, errSessionGone
+			default:
+				return nil, fmt.Errorf("acemq: opening a channel for get: %w", err)
+			}
+		}
+		g.sess, g.ch, g.known = s, ch, map[string]bool{}
+	}
+	if !g.known[queue] {
+		if err := check(); err != nil {
+			return nil, err
+		}
+		g.known[queue] = true
+	}
+	return g.ch, nil
+}
+
+// forget drops ch after it failed, so the next Get opens another.
+func (g *getChannel) forget(ch *amqp.Channel) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == ch {
+		_ = ch.Close()
+		g.sess, g.ch, g.known = nil, nil, nil
+	}
+}
+
+// getAcker settles the one message a Get took, on the channel it came on.
 type getAcker struct {
 	queue string
 	ch    *amqp.Channel
@@ -78,7 +138,6 @@ func (g *getAcker) settle(tag uint64, send func() error) error {
 		} else {
 			err = nil
 		}
-		_ = g.ch.Close()
 	})
 	return err
 }

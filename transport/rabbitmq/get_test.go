@@ -3,6 +3,7 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,6 +49,48 @@ func TestGet(t *testing.T) {
 	}
 	if _, _, err := tr.Get(ctxT(t), acemqtest.QueueName(t, "missing")); !errors.Is(err, transport.ErrNotFound) {
 		t.Fatalf("Get of a missing queue = %v; want ErrNotFound", err)
+	}
+}
+
+// Holding many messages taken with Get at once (a replay skipping them
+// does) must not run into the broker's channel limit (2,047), and a Get on
+// a missing queue must not disturb the ones held.
+func TestGetHoldsManyMessages(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	q := queue(t, tr, "gethold", nil)
+	const n = 2500
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- tr.Publish(ctxT(t), transport.Message{RoutingKey: q, MessageID: fmt.Sprint(i)}) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := make([]transport.Delivery, 0, n)
+	for range n {
+		d, ok, err := tr.Get(ctxT(t), q)
+		if err != nil || !ok {
+			t.Fatalf("Get %d of %d = %v, %v", len(held)+1, n, ok, err)
+		}
+		held = append(held, d)
+	}
+	if _, _, err := tr.Get(ctxT(t), acemqtest.QueueName(t, "missing")); !errors.Is(err, transport.ErrNotFound) {
+		t.Fatalf("Get of a missing queue = %v; want ErrNotFound", err)
+	}
+	for i := len(held) - 1; i >= 0; i-- {
+		if err := held[i].Nack(true); err != nil {
+			t.Fatalf("putting back message %d: %v", i, err)
+		}
+	}
+	d, ok, err := tr.Get(ctxT(t), q)
+	if err != nil || !ok || d.MessageID != held[0].MessageID {
+		t.Fatalf("after putting them back Get = %q, %v, %v; want %q first", d.MessageID, ok, err, held[0].MessageID)
+	}
+	if err := d.Ack(); err != nil {
+		t.Fatal(err)
 	}
 }
 
