@@ -71,8 +71,10 @@ func TestMetricsCountPendingRelayedFailedAndLag(t *testing.T) {
 		runUntilCleanup(t, outbox.NewRelay(o, c, outbox.PollInterval(fastPoll), outbox.Backoff(time.Hour, time.Hour),
 			outbox.WithLogger(quiet)).Run)
 		col.waitUnique(t, 3, 5*time.Second)
+		// The relayed counter moves just after the rows are deleted: wait for both.
 		require.Eventually(t, func() bool {
-			return readings(t, reader, o.TableName())[outbox.MetricPending] == 1
+			r := readings(t, reader, o.TableName())
+			return r[outbox.MetricPending] == 1 && r[outbox.MetricRelayed] == 3
 		}, 5*time.Second, 10*time.Millisecond)
 		after := readings(t, reader, o.TableName())
 		assert.Equal(t, int64(3), after[outbox.MetricRelayed])
