@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
+)
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			u := b.url(t)
+			q := acemqtest.QueueName(t, "stats")
+			deadLetters(t, u, q, "OrderPlaced", "OrderPlaced", "OrderCancelled")
+			r := runCLI(t, "-url", u, "stats", q, "-delays", "250ms")
+			if r.code != exitOK {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			tests := []struct {
+				name string
+				line string // a regular expression for one line of the table
+			}{
+				{"work queue", `(?m)^` + regexp.QuoteMeta(q) + `\s+work\s+0\s+0$`},
+				{"dead letters", `(?m)^` + regexp.QuoteMeta(q+".dlq") + `\s+dead letters\s+3\s+0$`},
+				{"parked", `(?m)^` + regexp.QuoteMeta(q+".parked") + `\s+parked\s+0\s+0$`},
+				{"default tier", `(?m)^` + regexp.QuoteMeta(q+".retry.2m0s") + `\s+retry after 2m0s\s+0\s+0$`},
+				{"tier not declared", `(?m)^` + regexp.QuoteMeta(q+".retry.250ms") + `\s+retry after 250ms\s+absent\s*$`},
+			}
+			for _, tt := range tests {
+				if !regexp.MustCompile(tt.line).MatchString(r.stdout) {
+					t.Errorf("%s: no line matches %s in:\n%s", tt.name, tt.line, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestStatsOfMissingQueue(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "-url", acemqtest.Memory(t), "stats", "ghost")
+	if r.code != exitOK {
+		t.Fatalf("a missing queue is not a failure: exit status %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stdout, "absent"); n != 7 {
+		t.Errorf("%d queues shown absent, want 7 (work, dlq, parked, 4 tiers):\n%s", n, r.stdout)
+	}
+}
+
+func TestPeek(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			u := b.url(t)
+			q := acemqtest.QueueName(t, "peek")
+			mq := deadLetters(t, u, q, "OrderPlaced", "OrderCancelled", "OrderPlaced")
+			dlq := acemq.DeadLetterQueue(q)
+
+			r := runCLI(t, "-url", u, "peek", dlq, "-n", "2", "-body", "40")
+			if r.code != exitOK {
+				t.Fatalf("exit status %d; stderr:\n%s", r.code, r.stderr)
+			}
+			tests := []struct {
+				name, want string
+			}{
+				{"first message", "--- 1 of 2"},
+				{"second message", "--- 2 of 2"},
+				{"its ID", "OrderPlaced-a"},
+				{"its type", "OrderCancelled (version 1)"},
+				{"the reason", "the handler rejected it: customer 42 does not exist"},
+				{"the attempt", "attempt      1"},
+				{"a header", "x-region = eu"},
+				{"the body, cut", `{"n":0,"pad":"` + strings.Repeat("x", 26) + `… (276 more bytes)`},
+				{"the summary", "2 messages shown; put back on " + dlq},
+			}
+			for _, tt := range tests {
+				if !strings.Contains(r.stdout, tt.want) {
+					t.Errorf("%s: the output does not contain %q:\n%s", tt.name, tt.want, r.stdout)
+				}
+			}
+			if strings.Contains(r.stdout, "OrderPlaced-c") {
+				t.Errorf("peek -n 2 showed the third message:\n%s", r.stdout)
+			}
+			if n := ready(t, mq, dlq); n != 3 {
+				t.Fatalf("%d messages on %s after the peek, want all 3", n, dlq)
+			}
+			// The order is kept: a second peek shows the same head.
+			again := runCLI(t, "-url", u, "peek", dlq, "-n", "3")
+			first := regexp.MustCompile(`(?m)^  id\s+(\S+)$`).FindAllStringSubmatch(again.stdout, -1)
+			var ids []string
+			for _, m := range first {
+				ids = append(ids, m[1])
+			}
+			if strings.Join(ids, ",") != "OrderPlaced-a,OrderCancelled-b,OrderPlaced-c" {
+				t.Errorf("after a peek the queue reads %v, want the original order", ids)
+			}
+		})
+	}
+}
+
+func TestPeekOfEmptyQueue(t *testing.T) {
+	t.Parallel()
+	u := acemqtest.Memory(t)
+	q := acemqtest.QueueName(t, "empty")
+	mq, err := acemq.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mq.Close() })
+	if err := mq.Declare(context.Background(), acemq.Queue{Name: q}); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "-url", u, "peek", q)
+	if r.code != exitOK || !strings.Contains(r.stdout, "has no ready messages") {
+		t.Errorf("exit status %d, output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Bodies and header values are shown safely: a terminal escape in a
+// message does not reach the terminal as it is.
+func TestSafe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain text", `{"id":"A-1"}`, `{"id":"A-1"}`},
+		{"unicode text", "Zoë ✓", "Zoë ✓"},
+		{"escape sequence", "\x1b[2Jgone", `"\x1b[2Jgone"`},
+		{"newline", "a\nb", `"a\nb"`},
+		{"invalid utf-8", "\xff\xfe", `"\xff\xfe"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := safe(tt.in); got != tt.want {
+				t.Errorf("safe(%q) = %s, want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			u := b.url(t)
+			q := acemqtest.QueueName(t, "replay")
+			mq := deadLetters(t, u, q, "OrderPlaced", "OrderCancelled", "OrderPlaced", "OrderPlaced")
+			dlq := acemq.DeadLetterQueue(q)
+			tests := []struct {
+				name       string
+				args       []string
+				report     string
+				work, left int // ready on q and on dlq afterwards
+			}{
+				{"one type, limited", []string{"-type", "OrderPlaced", "-limit", "2"}, "moved 2, skipped 1, failed 0", 2, 2},
+				{"the rest of that type", []string{"-type", "OrderPlaced,OrderShipped"}, "moved 1, skipped 1, failed 0", 3, 1},
+				{"everything, paced", []string{"-rate", "50", "-progress", "1ms"}, "moved 1, skipped 0, failed 0", 4, 0},
+				{"nothing left", nil, "moved 0, skipped 0, failed 0", 4, 0},
+			}
+			for _, tt := range tests { // in order: each starts where the last ended
+				args := append([]string{"-url", u, "replay", dlq, q}, tt.args...)
+				r := runCLI(t, args...)
+				if r.code != exitOK {
+					t.Fatalf("%s: exit status %d; stderr:\n%s", tt.name, r.code, r.stderr)
+				}
+				if !strings.Contains(r.stdout, tt.report) {
+					t.Errorf("%s: the report is not %q:\n%s", tt.name, tt.report, r.stdout)
+				}
+				if w, l := ready(t, mq, q), ready(t, mq, dlq); w != tt.work || l != tt.left {
+					t.Errorf("%s: %d on %s and %d on %s, want %d and %d", tt.name, w, q, l, dlq, tt.work, tt.left)
+				}
+			}
+		})
+	}
+}
+
+func TestReplayProgressAndInterrupt(t *testing.T) {
+	t.Parallel()
+	u := acemqtest.Memory(t)
+	q := acemqtest.QueueName(t, "slow")
+	mq := deadLetters(t, u, q, "A", "A", "A", "A", "A", "A")
+	dlq := acemq.DeadLetterQueue(q)
+
+	// Two a second: the progress printer runs several times before ctx
+	// ends the replay part way.
+	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	defer cancel()
+	var out, errOut strings.Builder
+	code := run(ctx, []string{"-url", u, "replay", dlq, q, "-rate", "2", "-progress", "100ms"}, &out, &errOut)
+	if code != exitFailure {
+		t.Errorf("an interrupted replay exits %d, want 1", code)
+	}
+	if !strings.Contains(errOut.String(), "replay: 1 taken of 6") {
+		t.Errorf("no progress line on stderr:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "acemq: replay interrupted") {
+		t.Errorf("the interruption is not reported:\n%s", errOut.String())
+	}
+	if w, l := ready(t, mq, q), ready(t, mq, dlq); w+l != 6 || w == 0 || l == 0 {
+		t.Errorf("%d on %s and %d on %s: want all 6 between them, some moved and some not", w, q, l, dlq)
+	}
+}
+
+// A filtered replay that would hold more messages than a RabbitMQ
+// connection has channels for stops, says why, and leaves them in place.
+func TestReplayStopsBeforeHoldingTooMany(t *testing.T) {
+	t.Parallel()
+	u := acemqtest.Memory(t)
+	ctx := context.Background()
+	mq, err := acemq.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mq.Close() })
+	if err := mq.Declare(ctx, acemq.Queue{Name: "work"}, acemq.Queue{Name: "work.dlq"}); err != nil {
+		t.Fatal(err)
+	}
+	bodies := make([]acemq.Raw, maxSkipped+5)
+	for i := range bodies {
+		bodies[i] = acemq.Raw("{}")
+	}
+	for _, res := range acemq.NewPublisher[acemq.Raw](mq, "", "work.dlq", acemq.TypeName("A")).SendAll(ctx, bodies) {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	r := runCLI(t, "-url", u, "replay", "work.dlq", "work", "-type", "B")
+	if r.code != exitFailure {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	if !strings.Contains(r.stderr, fmt.Sprintf("replay stopped after leaving %d messages of other types", maxSkipped)) {
+		t.Errorf("the reason is not given:\n%s", r.stderr)
+	}
+	if n := ready(t, mq, "work.dlq"); n != len(bodies) {
+		t.Errorf("%d messages on work.dlq, want all %d", n, len(bodies))
+	}
+}

@@ -1,0 +1,30 @@
+// Command acemq is an operator's tool for the queues an acemq service
+// uses: how full they are, what is waiting in a dead-letter or parking
+// queue and why, and moving messages back to work once their cause is
+// fixed.
+//
+//	acemq [-url URL] stats QUEUE...
+//	acemq [-url URL] peek QUEUE [-n N]
+//	acemq [-url URL] replay FROM TO [-limit N] [-type T] [-rate R]
+//
+// The broker is -url, else $ACEMQ_RABBITMQ_URL, else RabbitMQ's guest
+// account on this machine. Exit status: 0 on success, 1 when something
+// failed, 2 for a usage error. docs/operations.md has the details.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	// The first SIGINT or SIGTERM ends ctx: stats and peek stop, and a
+	// replay stops between two messages and prints its report. A second
+	// signal kills the process as usual.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

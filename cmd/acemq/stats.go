@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport"
+)
+
+// runStats prints the ready and consumer counts of each queue named and of
+// the queues acemq derives from it. AMQP cannot list queues, so the retry
+// tiers are looked up by name: those of the default retry policy (1s, 5s,
+// 30s, 2m) and those of the delays -delays adds. A queue that does not
+// exist is shown as absent rather than failing the command.
+func runStats(ctx context.Context, c *cli, args []string) error {
+	fs := c.flags("stats", "QUEUE...", "Ready and consumer counts of each queue, its .dlq, .parked and retry tiers.")
+	var delays durations
+	fs.Var(&delays, "delays", "more retry `delays`, comma-separated (1s,5s,30s,2m), to find tiers by besides the default policy's")
+	queues, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(queues) == 0 {
+		return usagef("stats: name at least one queue")
+	}
+	mq, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer mq.Close()
+
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tROLE\tREADY\tCONSUMERS")
+	for _, q := range queues {
+		for _, m := range family(q, slices.Concat(acemq.DefaultRetryPolicy().Delays, delays)) {
+			info, err := mq.Transport().Inspect(ctx, m.name)
+			switch {
+			case errors.Is(err, transport.ErrNotFound):
+				fmt.Fprintf(tw, "%s\t%s\tabsent\t\n", m.name, m.role)
+			case err != nil:
+				_ = tw.Flush()
+				return fmt.Errorf("stats: %w", err)
+			default:
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", m.name, m.role, info.Messages, info.Consumers)
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// member is one queue of a work queue's family and what it is for.
+type member struct{ name, role string }
+
+// family lists queue, its dead-letter and parking queues and one retry
+// tier per distinct delay, shortest first, as NewConsumer declares them.
+func family(queue string, delays []time.Duration) []member {
+	f := []member{
+		{queue, "work"},
+		{acemq.DeadLetterQueue(queue), "dead letters"},
+		{acemq.ParkingQueue(queue), "parked"},
+	}
+	ds := slices.Clone(delays)
+	slices.Sort(ds)
+	for _, d := range slices.Compact(ds) {
+		f = append(f, member{acemq.RetryQueue(queue, d), "retry after " + d.String()})
+	}
+	return f
+}
+
+// durations is a comma-separated list of positive durations, as a flag.
+type durations []time.Duration
+
+func (d *durations) String() string {
+	if d == nil {
+		return ""
+	}
+	s := make([]string, len(*d))
+	for i, v := range *d {
+		s[i] = v.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set adds the delays in v to the list; the flag may be given again.
+func (d *durations) Set(v string) error {
+	out := *d
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := time.ParseDuration(part)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (say 1s, 5s, 2m)", part)
+		}
+		if p <= 0 {
+			return fmt.Errorf("delay %s is not positive", p)
+		}
+		out = append(out, p)
+	}
+	*d = out
+	return nil
+}
