@@ -4,12 +4,12 @@ PKGS    := $(shell $(GO) list ./... | grep -v /faulttest)
 FAULT   := ./transport/rabbitmq/faulttest
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault vet bench fuzz fuzz-seed quickstart
+.PHONY: test test-unit test-fault vet bench fuzz fuzz-short fuzz-seed quickstart
 
 # Everything CI runs: vet, the race-enabled suite, then the broker fault
 # tests on their own (they restart the shared broker, so nothing may run
 # beside them).
-test: vet test-unit test-fault
+test: vet test-unit fuzz-short test-fault
 
 vet:
 	$(GO) vet ./...
@@ -33,6 +33,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime $(FUZZTIME) ./transport/memory
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
+
+# What CI fuzzes: each target for a few seconds beyond its seeds.
+fuzz-short:
+	$(MAKE) fuzz FUZZTIME=3s
 
 # The fuzz targets' seed corpora only (f.Add and testdata/fuzz), no fuzzing:
 # what test-unit already runs, on its own.
