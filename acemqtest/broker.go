@@ -15,6 +15,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq"
 )
 
 // Where brokers are looked for, after the environment.
@@ -172,8 +174,9 @@ func probePostgres(ctx context.Context, addr string) error {
 }
 
 // DeleteQueuesAfter registers a cleanup that deletes, on the broker at
-// rawURL, each named queue together with the queues acemq derives from it
-// ({queue}.dlq and {queue}.parked). Retry tiers ({queue}.retry.5s, ...) are
+// rawURL, each named queue together with the queues acemq derives from it:
+// {queue}.dlq, {queue}.parked and the retry tiers of the default retry
+// policy ({queue}.retry.1s, .5s, .30s, .2m0s). Tiers of another policy are
 // deleted when named among queues. A memory:// URL needs no cleanup and is
 // ignored; a failed deletion is reported with t.Errorf.
 func DeleteQueuesAfter(t testing.TB, rawURL string, queues ...string) {
@@ -202,7 +205,7 @@ func deleteQueues(ctx context.Context, rawURL string, queues []string) error {
 	}
 	var errs []error
 	for _, q := range queues {
-		for _, name := range []string{q, q + ".dlq", q + ".parked"} {
+		for _, name := range derived(q) {
 			if _, err := ch.QueueDelete(name, false, false, false); err != nil {
 				var ae *amqp.Error
 				if !errors.As(err, &ae) || ae.Code != amqp.NotFound {
@@ -217,6 +220,18 @@ func deleteQueues(ctx context.Context, rawURL string, queues []string) error {
 	}
 	_ = ch.Close()
 	return errors.Join(errs...)
+}
+
+// derived names q and the queues a consumer of q declares by default.
+func derived(q string) []string {
+	names := []string{q, acemq.DeadLetterQueue(q), acemq.ParkingQueue(q)}
+	if strings.Contains(q, ".retry.") {
+		return names[:1] // a tier named on its own
+	}
+	for _, d := range acemq.DefaultRetryPolicy().Delays {
+		names = append(names, acemq.RetryQueue(q, d))
+	}
+	return names
 }
 
 // redact hides a URL's password for messages.
