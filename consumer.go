@@ -40,6 +40,8 @@ type Consumer[T any] struct {
 	raw     bool
 	name    string // T's name, for reasons
 	running atomic.Bool
+
+	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 }
 
 // NewConsumer returns a consumer of queue that hands T values to h. Unless

@@ -309,3 +309,31 @@ func TestConcurrencyRunsWorkersInParallel(t *testing.T) {
 		assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)
 	}
 }
+
+// A move that keeps failing (here: its dead-letter queue was deleted) must
+// not spin: the delivery goes back to its queue after a growing pause, and
+// settles once the target is back.
+func TestFailedMovesBackOff(t *testing.T) {
+	t.Parallel()
+	got, opt := newSettlements()
+	c := connect(t, opt)
+	q := acemqtestQueue(t)
+	var handled atomic.Int32
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack {
+		handled.Add(1)
+		return acemq.Reject(errors.New("no"))
+	})
+	require.NoError(t, err)
+	require.NoError(t, c.Transport().DeleteQueue(ctxT(t), acemq.DeadLetterQueue(q)))
+	run(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+	time.Sleep(600 * time.Millisecond)
+	n := handled.Load()
+	assert.GreaterOrEqual(t, n, int32(2), "the delivery came back after the failed move")
+	assert.LessOrEqual(t, n, int32(12), "the consumer spun on a move that cannot succeed (%d attempts in 600ms)", n)
+	got.none(t) // a requeue is not a settlement
+	require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: acemq.DeadLetterQueue(q)}))
+	s := got.next(t)
+	assert.Equal(t, acemq.OutcomeRejected, s.Outcome, "once the target is back the move succeeds")
+	take(t, c, acemq.DeadLetterQueue(q))
+}

@@ -78,16 +78,52 @@ func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *deli
 				"queue", c.queue, "id", env.ID, "error", err)
 		}
 	} else if err := c.move(ctx, d, env, v); err != nil {
+		pause := c.moveBackoff(true)
 		c.conn.cfg.logger.Warn("acemq: moving a delivery failed; it goes back to its queue",
-			"queue", c.queue, "id", env.ID, "outcome", string(v.outcome), "error", err)
+			"queue", c.queue, "id", env.ID, "outcome", string(v.outcome), "retry_in", pause, "error", err)
+		sleepCtx(ctx, pause)
 		_ = d.Nack(true)
 		s.Outcome = ""
 		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %v", c.target(v), c.queue, err)
 		c.runCallbacks(ctx, ds, s, false)
 		return
 	}
+	if v.outcome != OutcomeAcked {
+		c.moveBackoff(false)
+	}
 	c.conn.metrics.settled(ctx, c.queue, s.Outcome, handlerSeconds)
 	c.runCallbacks(ctx, ds, s, true)
+}
+
+// Bounds of the pause before a delivery whose move failed goes back to its
+// queue. A move that keeps failing (its target queue deleted, the broker
+// refusing) would otherwise bring the same message straight back, and the
+// consumer would spin on it.
+const (
+	minMovePause = 50 * time.Millisecond
+	maxMovePause = 5 * time.Second
+)
+
+// moveBackoff records a move that failed (or, with failed false, one that
+// worked) and returns how long to pause: doubling from minMovePause with
+// each consecutive failure, up to maxMovePause.
+func (c *Consumer[T]) moveBackoff(failed bool) time.Duration {
+	if !failed {
+		c.moveFailures.Store(0)
+		return 0
+	}
+	n := min(c.moveFailures.Add(1)-1, 16)
+	return min(minMovePause<<n, maxMovePause)
+}
+
+// sleepCtx waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // maxReason bounds a reason. It travels as the x-acemq-error header, and a
