@@ -11,8 +11,10 @@ import (
 )
 
 // itineraryHeader carries a routing slip: the queues a message has still
-// to visit, next first. It is in the engine's reserved namespace, so no
-// application header and no interceptor can forge or drop it.
+// to visit, next first. It is in the engine's reserved namespace, so
+// nothing sent through the API (an application header, an interceptor) can
+// forge or drop it; a producer writing AMQP directly can, which is why a
+// slip is for queues only trusted producers write to (docs/security.md).
 const itineraryHeader = "x-acemq-itinerary"
 
 // itineraryKey tags the send option Itinerary makes.
