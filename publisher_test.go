@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -167,4 +169,18 @@ func TestPublisherWithoutConnFailsCleanly(t *testing.T) {
 	for _, r := range res {
 		assert.Error(t, r.Err)
 	}
+}
+
+func TestDefaultOriginIsExecutableAtHost(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := declareQueue(t, c)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	d := take(t, c, q)
+	assert.Equal(t, filepath.Base(exe)+"@"+host, d.Headers["x-acemq-origin"])
+	assert.Equal(t, d.Headers["x-acemq-origin"], d.AppID)
 }
