@@ -131,3 +131,30 @@ func TestMetrics(t *testing.T) {
 		outcome("rejected") + dest + sys:      1,
 	}, dl)
 }
+
+// A delivery's metrics are recorded before its OnSettled hooks run, and a
+// publish's before Send returns.
+func TestMetricsAreRecordedBeforeTheyAreReported(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	counted := make(chan float64, 1)
+	c := connect(t, acemq.WithMeterProvider(mp), acemq.OnSettled(func(context.Context, acemq.Settlement) {
+		var total float64
+		for _, v := range points(t, reader, "acemq.consume.total") {
+			total += v
+		}
+		counted <- total
+	}))
+	q := acemqtestQueue(t)
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() })
+	require.NoError(t, err)
+	run(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+	var published float64
+	for _, v := range points(t, reader, "acemq.publish.total") {
+		published += v
+	}
+	assert.Equal(t, 1.0, published, "the publish was counted before Send returned")
+	assert.Equal(t, 1.0, <-counted, "the delivery was counted before OnSettled ran")
+}
