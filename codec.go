@@ -41,6 +41,24 @@ const rawContentType = "application/octet-stream"
 // codecSet chooses a codec by content type.
 type codecSet map[string]Codec
 
+// decode reads body into v, a pointer, with the codec for contentType; a
+// *Raw takes the bytes as they are, whatever the content type. name is
+// what v holds, for the error.
+func (s codecSet) decode(contentType string, body []byte, v any, name string) error {
+	if raw, ok := v.(*Raw); ok {
+		*raw = Raw(body)
+		return nil
+	}
+	codec, err := s.lookup(contentType)
+	if err != nil {
+		return err
+	}
+	if err := codec.Decode(body, v); err != nil {
+		return fmt.Errorf("the body does not decode as %s into %s: %w", contentType, name, err)
+	}
+	return nil
+}
+
 func (s codecSet) lookup(contentType string) (Codec, error) {
 	if contentType == "" {
 		return nil, fmt.Errorf("the message has no content type")

@@ -96,16 +96,23 @@ func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 // send renders and publishes m, recording the publish metrics with the
 // clock started at start.
 func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
-	msg := render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body)
-	err := c.t.Publish(ctx, msg)
-	if err != nil {
-		c.metrics.published(ctx, m.Exchange, publishFailed, sinceSeconds(start))
+	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body), start)
+}
+
+// publish puts msg on the transport, confirmed, and records the publish
+// metrics with the clock started at start. ctx's own error comes back as
+// it is; any other names the message and where it was going. The engine's
+// moves call it directly: they are allowed while the Conn shuts down, so
+// in-flight deliveries can settle.
+func (c *Conn) publish(ctx context.Context, msg transport.Message, start int64) error {
+	if err := c.t.Publish(ctx, msg); err != nil {
+		c.metrics.published(ctx, msg.Exchange, publishFailed, sinceSeconds(start))
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
 		}
-		return fmt.Errorf("acemq: publishing %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+		return fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 	}
-	c.metrics.published(ctx, m.Exchange, publishConfirmed, sinceSeconds(start))
+	c.metrics.published(ctx, msg.Exchange, publishConfirmed, sinceSeconds(start))
 	return nil
 }
 

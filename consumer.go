@@ -37,7 +37,6 @@ type Consumer[T any] struct {
 	cfg     consumerConfig
 	policy  RetryPolicy
 	tiers   []time.Duration
-	raw     bool
 	name    string // T's name, for reasons
 	running atomic.Bool
 
@@ -74,11 +73,9 @@ func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOpt
 	if cfg.policy != nil {
 		policy = *cfg.policy
 	}
-	var zero T
-	_, raw := any(zero).(Raw)
 	cons := &Consumer[T]{
 		conn: c, queue: queue, handler: h, cfg: cfg,
-		policy: policy, tiers: policy.tiers(), raw: raw, name: typeName[T](),
+		policy: policy, tiers: policy.tiers(), name: typeName[T](),
 	}
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -258,19 +255,9 @@ func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 	}
 	// The body decodes straight into the Message: one allocation, not two.
 	m := &Message[T]{Envelope: env, Queue: c.queue, Redelivered: d.Redelivered}
-	if c.raw {
-		m.Payload = any(Raw(d.Body)).(T)
-	} else {
-		codec, err := c.conn.cfg.codecs.lookup(d.ContentType)
-		if err == nil {
-			if derr := codec.Decode(d.Body, &m.Payload); derr != nil {
-				err = fmt.Errorf("the body does not decode as %s into %s: %v", d.ContentType, c.name, derr)
-			}
-		}
-		if err != nil {
-			c.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
-			return
-		}
+	if err := c.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, c.name); err != nil {
+		c.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
+		return
 	}
 	start := nowNano()
 	ack, panicked := c.call(ctx, m)

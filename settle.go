@@ -157,36 +157,31 @@ func (c *Consumer[T]) target(v verdict) string {
 // move republishes the message to the verdict's queue and, once the broker
 // confirmed it, acks the original.
 func (c *Consumer[T]) move(ctx context.Context, d transport.Delivery, env *Envelope, v verdict) error {
-	m := RawMessage{RoutingKey: c.target(v), Body: d.Body, ContentType: d.ContentType}
-	var err error
+	target := c.target(v)
+	var msg transport.Message
 	if v.original {
 		// The envelope did not parse: keep the headers exactly as they
 		// arrived, so whoever reads the parking queue sees the damage.
-		msg := d.Message
-		msg.Exchange, msg.RoutingKey = "", m.RoutingKey
+		msg = d.Message
+		msg.Exchange, msg.RoutingKey = "", target
 		msg.Headers = maps.Clone(d.Headers)
-		if len(msg.Headers) >= maxTableEntries {
-			// No room for one more: the reason says how many there were.
-			msg.Headers = nil
-		}
-		if msg.Headers == nil {
+		if msg.Headers == nil || len(msg.Headers) >= maxTableEntries {
+			// None, or no room for one more: the reason says how many.
 			msg.Headers = make(map[string]any, 1)
 		}
 		msg.Headers[hdrError] = v.reason
 		if msg.MessageID == "" {
 			msg.MessageID = env.ID
 		}
-		err = c.conn.publishMove(ctx, msg)
 	} else {
 		next := env.Clone()
 		next.Error = v.reason
 		if v.outcome == OutcomeRetried {
 			next.Attempt++
 		}
-		m.Envelope = next
-		err = c.conn.publishMove(ctx, render(next, "", m.RoutingKey, m.ContentType, m.Body))
+		msg = render(next, "", target, d.ContentType, d.Body)
 	}
-	if err != nil {
+	if err := c.conn.publish(ctx, msg, nowNano()); err != nil {
 		return err
 	}
 	if err := d.Ack(); err != nil {
@@ -223,17 +218,4 @@ func (c *Consumer[T]) safeCallback(ctx context.Context, fn func(context.Context,
 		}
 	}()
 	fn(ctx, s)
-}
-
-// publishMove publishes a message the engine is moving, confirmed. Moves
-// are allowed while the Conn shuts down, so in-flight deliveries can settle.
-func (c *Conn) publishMove(ctx context.Context, m transport.Message) error {
-	start := nowNano()
-	err := c.t.Publish(ctx, m)
-	if err != nil {
-		c.metrics.published(ctx, m.Exchange, publishFailed, sinceSeconds(start))
-		return fmt.Errorf("acemq: publishing %s to %s: %w", m.MessageID, destination(m.Exchange, m.RoutingKey), err)
-	}
-	c.metrics.published(ctx, m.Exchange, publishConfirmed, sinceSeconds(start))
-	return nil
 }
