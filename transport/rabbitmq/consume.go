@@ -213,7 +213,11 @@ func (t *Transport) drain(cc *consumerChannel, closes chan *amqp.Error) (bool, e
 			return true, nil
 		}
 	}
-	_ = cc.flush()
+	if err := cc.flush(); err != nil {
+		// The broker redelivers what these acks covered: handled again,
+		// not lost.
+		t.log.Warn("acemq: rabbitmq sending the last acks of a stopped consumer failed", "queue", cc.queue, "err", t.scrub(err))
+	}
 	cc.kill()
 	_ = cc.ch.Close()
 	return true, nil

@@ -281,6 +281,19 @@ func (t *Transport) Close() error {
 	}
 }
 
+// track counts n goroutines about to start as the transport's, so Close
+// waits for them; it refuses once Close has begun. Close sets closed under
+// t.mu before it waits, so no count is added behind its back.
+func (t *Transport) track(n int) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(n)
+	return true
+}
+
 // ConfirmWindow is the bound on publishes queued or awaiting a confirm
 // (Config.ConfirmWindow with its default applied).
 func (t *Transport) ConfirmWindow() int { return t.cfg.ConfirmWindow }

@@ -17,7 +17,8 @@ import (
 // channel per message would run into the broker's channel limit (2,047 by
 // default) and pay two round trips more per message.
 type getChannel struct {
-	mu    sync.Mutex // serialises opening and basic.get
+	mu    sync.Mutex // guards opening and the fields below
+	rpc   sync.Mutex // serialises basic.get: amqp091 does not match a reply to its call
 	sess  *session
 	ch    *amqp.Channel
 	known map[string]bool // queues seen to exist on this channel
@@ -52,11 +53,12 @@ func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, 
 		if err != nil {
 			return transport.Delivery{}, false, err
 		}
+		t.gets.rpc.Lock()
 		d, ok, err := ch.Get(queue, false)
+		t.gets.rpc.Unlock()
 		if err != nil {
 			t.gets.forget(ch)
-			var ae *amqp.Error
-			if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			if amqpCode(err) == amqp.NotFound {
 				return transport.Delivery{}, false, classify("get from", "queue", queue, err)
 			}
 			select {
@@ -131,13 +133,16 @@ func (g *getAcker) Nack(tag uint64, requeue bool) error {
 }
 
 func (g *getAcker) settle(tag uint64, send func() error) error {
-	err := fmt.Errorf("acemq: rabbitmq delivery %d from queue %q was already settled", tag, g.queue)
+	var err error
+	first := false
 	g.once.Do(func() {
+		first = true
 		if e := send(); e != nil {
 			err = fmt.Errorf("acemq: rabbitmq delivery %d from queue %q is stale: its channel is gone, and the broker redelivers it: %w", tag, g.queue, e)
-		} else {
-			err = nil
 		}
 	})
+	if !first {
+		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q was already settled", tag, g.queue)
+	}
 	return err
 }

@@ -56,7 +56,10 @@ func (t *Transport) openPubChannel(s *session, src chan *pubReq) (*pubChannel, e
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, t.cfg.ConfirmWindow+16))
 	returns := ch.NotifyReturn(make(chan amqp.Return))
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	t.wg.Add(1)
+	if !t.track(1) {
+		_ = ch.Close()
+		return nil, errClosed("open a publishing channel")
+	}
 	go pc.listen(confirms, returns, closes)
 	return pc, nil
 }

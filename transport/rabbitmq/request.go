@@ -90,20 +90,25 @@ func (t *Transport) Request(ctx context.Context, m transport.Message) (transport
 }
 
 // replyChannel returns the live reply session, opening one when needed.
+// The wait for a connection happens before replyMu is taken, so one
+// caller's ctx never holds the others up there.
 func (t *Transport) replyChannel(ctx context.Context) (*replySession, error) {
-	t.replyMu.Lock()
-	defer t.replyMu.Unlock()
-	if rs := t.reply; rs != nil && !rs.isDead() {
-		return rs, nil
-	}
 	for {
 		s, err := t.current(ctx, "request")
 		if err != nil {
 			return nil, err
 		}
+		t.replyMu.Lock()
+		if rs := t.reply; rs != nil && !rs.isDead() {
+			t.replyMu.Unlock()
+			return rs, nil
+		}
 		rs, err := t.openReply(s)
 		if err == nil {
 			t.reply = rs
+		}
+		t.replyMu.Unlock()
+		if err == nil {
 			return rs, nil
 		}
 		select {
@@ -129,7 +134,11 @@ func (t *Transport) openReply(s *session) (*replySession, error) {
 		return nil, err
 	}
 	rs := &replySession{pc: pc, reqs: reqs, waiters: make(map[string]chan transport.Message)}
-	t.wg.Add(2)
+	if !t.track(2) {
+		_ = pc.ch.Close()
+		<-pc.died
+		return nil, errClosed("request")
+	}
 	go func() {
 		defer t.wg.Done()
 		pc.run()
