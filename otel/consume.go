@@ -2,7 +2,6 @@ package otel
 
 import (
 	"context"
-	"sync"
 
 	"github.com/acemq/acemq"
 	"go.opentelemetry.io/otel/codes"
@@ -41,10 +40,8 @@ func Handle[T any](t *Tracing, queue string, h acemq.Handler[T]) acemq.Handler[T
 				span.SetAttributes(keyConversationID.String(env.CorrelationID))
 			}
 		}
-		var once sync.Once
-		acemq.WhenSettled(ctx, func(_ context.Context, s acemq.Settlement) {
-			once.Do(func() { finish(span, s) })
-		})
+		// The engine runs each delivery's callbacks once.
+		acemq.WhenSettled(ctx, func(_ context.Context, s acemq.Settlement) { finish(span, s) })
 		return h(ctx, m)
 	}
 }

@@ -112,7 +112,7 @@ func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...acemq.SendOp
 	return results
 }
 
-// sendAllWorkers bounds the goroutines of one SendAll, as acemq's does.
+// sendAllWorkers bounds the goroutines of one SendAll.
 const sendAllWorkers = 256
 
 // sendOne sends v inside a span of its own. It goes through the inner

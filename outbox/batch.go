@@ -48,6 +48,12 @@ RETURNING id, message_id, exchange, routing_key, headers, body, content_type, du
 	}
 }
 
+// errNotSent marks a row the batch never got to publish (its time ran out
+// first): it is handed back unchanged, not counted as a failure.
+var errNotSent = errors.New("acemq: outbox: not sent")
+
+func notSent(cause error) error { return fmt.Errorf("%w: %w", errNotSent, cause) }
+
 // row is one claimed outbox row.
 type row struct {
 	id                              int64
@@ -106,7 +112,7 @@ func (r *Relay) relayBatch(ctx context.Context) (int, error) {
 		select {
 		case sem <- struct{}{}:
 		case <-pubCtx.Done():
-			errs[i] = pubCtx.Err()
+			errs[i] = notSent(pubCtx.Err())
 			continue
 		}
 		wg.Go(func() {
@@ -116,13 +122,13 @@ func (r *Relay) relayBatch(ctx context.Context) (int, error) {
 		})
 	}
 	wg.Wait()
-	return len(rows), r.settle(ctx, rows, errs, confirmed)
+	return len(rows), r.settle(ctx, rows, errs, confirmed, now.Add(r.cfg.lease))
 }
 
 // publish sends one row as it was stored.
 func (r *Relay) publish(ctx context.Context, w *row) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return notSent(err)
 	}
 	env, err := unmarshalEnvelope(w.headers)
 	if err != nil {
@@ -136,8 +142,17 @@ func (r *Relay) publish(ctx context.Context, w *row) error {
 // settle deletes the confirmed rows, hands back the ones a stopping Run or
 // a closed Conn never sent, and pushes each failed one back by the
 // backoff. It returns ErrClosed when the Conn is closed.
-func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed []time.Time) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+//
+// The statements end when the lease does, at the latest: past it another
+// relay may have claimed the rows, and releasing or pushing them back then
+// would undo its claim. Rows whose fate is not recorded by then keep their
+// lease until it lapses and are sent again (at least once).
+func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed []time.Time, leaseEnd time.Time) error {
+	deadline := time.Now().Add(settleTimeout)
+	if leaseEnd.Before(deadline) {
+		deadline = leaseEnd
+	}
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	var (
 		done, back []int64
@@ -152,8 +167,8 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 			done = append(done, w.id)
 		case errors.Is(err, acemq.ErrClosed):
 			back, closed = append(back, w.id), err
-		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			back = append(back, w.id)
+		case errors.Is(err, errNotSent), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			back = append(back, w.id) // never tried: handed back as it was
 		default:
 			r.o.metrics.failedOne(sctx)
 			delay := r.backoff(w.attempts + 1)

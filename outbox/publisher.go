@@ -15,18 +15,16 @@ import (
 // transaction, for a Relay to publish to one exchange and routing key. It
 // is safe for concurrent use.
 type Publisher[T any] struct {
-	o        *Outbox
-	pub      *acemq.Publisher[T]
-	exchange string
-	key      string
-	insert   string
+	o      *Outbox
+	pub    *acemq.Publisher[T]
+	insert string
 }
 
 // NewPublisher returns a Publisher of T to exchange with routingKey through
 // o. The options are acemq's publisher options (TypeName, SchemaVersion,
 // ContentType). A nil o or c makes every Send fail.
 func NewPublisher[T any](o *Outbox, c *acemq.Conn, exchange, routingKey string, opts ...acemq.PublisherOption) *Publisher[T] {
-	p := &Publisher[T]{o: o, exchange: exchange, key: routingKey}
+	p := &Publisher[T]{o: o}
 	if o == nil || c == nil {
 		return p
 	}

@@ -52,6 +52,10 @@ func Itinerary(steps ...string) acemq.SendOption {
 // twice forwards the same ID twice and an idempotent next step runs once.
 // Its CorrelationID and CausationID link it to the message handled. The
 // publish runs the Conn's publish chain, as any Send does.
+//
+// With WithIdempotency, put the guard outside Forward (earlier in Chain):
+// inside it, a retry after a failed forward would meet Duplicate, skip the
+// handler, and forward the payload without the step's changes.
 func Forward[T any](c *acemq.Conn) acemq.Middleware[T] {
 	return func(next acemq.Handler[T]) acemq.Handler[T] {
 		return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
