@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -66,7 +65,7 @@ func RabbitMQ(t testing.TB) string {
 		u, cerr := rabbitMQContainer()
 		if cerr != nil {
 			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v; "+
-				"set the variable or start a local broker", redact(LocalRabbitMQ), err, cerr)
+				"set the variable or start a local broker", acemq.Redact(LocalRabbitMQ), err, cerr)
 			return
 		}
 		rabbitURL = u
@@ -188,7 +187,7 @@ func DeleteQueuesAfter(t testing.TB, rawURL string, queues ...string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := deleteQueues(ctx, rawURL, queues); err != nil {
-			t.Errorf("acemqtest: deleting test queues on %s: %v", redact(rawURL), err)
+			t.Errorf("acemqtest: deleting test queues on %s: %v", acemq.Redact(rawURL), err)
 		}
 	})
 }
@@ -232,17 +231,4 @@ func derived(q string) []string {
 		names = append(names, acemq.RetryQueue(q, d))
 	}
 	return names
-}
-
-// redact hides a URL's password for messages.
-func redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.User == nil {
-		return rawURL
-	}
-	if _, ok := u.User.Password(); !ok {
-		return rawURL
-	}
-	u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	return u.String()
 }

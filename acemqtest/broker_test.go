@@ -3,6 +3,7 @@ package acemqtest
 import (
 	"context"
 	"fmt"
+	"github.com/acemq/acemq"
 	"net"
 	"runtime"
 	"strings"
@@ -17,7 +18,7 @@ func TestRabbitMQAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := probeAMQP(ctx, url); err != nil {
-		t.Fatalf("RabbitMQ returned %s, which does not answer: %v", redact(url), err)
+		t.Fatalf("RabbitMQ returned %s, which does not answer: %v", acemq.Redact(url), err)
 	}
 }
 

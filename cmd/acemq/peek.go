@@ -16,8 +16,8 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// maxPeek bounds -n. On RabbitMQ every message held costs a channel until
-// it is put back, and a connection has about two thousand of them.
+// maxPeek bounds -n. Every message is held, unacked and in memory, until
+// all are put back; a peek is for looking, not for draining.
 const maxPeek = 500
 
 // runPeek takes up to -n messages from the head of a queue, prints their

@@ -44,8 +44,12 @@ const queue = "acemq-example-pricing"
 var prices = map[string]int64{"tea": 450, "mug": 1200}
 
 func main() {
-	url := flag.String("url", os.Getenv("ACEMQ_RABBITMQ_URL"), "the broker (default $ACEMQ_RABBITMQ_URL, else memory://request-reply)")
+	// The environment is read after parsing, so -h never prints a password.
+	url := flag.String("url", "", "the broker (default $ACEMQ_RABBITMQ_URL, else memory://request-reply)")
 	flag.Parse()
+	if *url == "" {
+		*url = os.Getenv("ACEMQ_RABBITMQ_URL")
+	}
 	if *url == "" {
 		*url = "memory://request-reply"
 	}

@@ -96,7 +96,7 @@ func scenarios(latencyRate int) []*scenario {
 
 func main() {
 	var (
-		url        = flag.String("url", envOr("ACEMQ_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/"), "the broker")
+		url        = flag.String("url", "", "the broker (default $ACEMQ_RABBITMQ_URL, else the local guest account)")
 		n          = flag.Int("n", 20000, "messages per scenario run")
 		runs       = flag.Int("runs", 5, "runs of each scenario")
 		latencyN   = flag.Int("latency-n", 5000, "messages per latency run")
@@ -105,6 +105,9 @@ func main() {
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	)
 	flag.Parse()
+	if *url == "" { // read after parsing, so -h never prints a password
+		*url = envOr("ACEMQ_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	}
 	log.SetFlags(0)
 
 	var filter *regexp.Regexp
@@ -241,10 +244,10 @@ func envOr(name, def string) string {
 // stats is the median, min and max of the rates and the medians of the
 // rest.
 type stats struct {
-	med, lo, hi        float64
-	client, broker     float64
-	p50, p99           time.Duration
-	haveBroker, haveMs bool
+	med, lo, hi    float64
+	client, broker float64
+	p50, p99       time.Duration
+	haveBroker     bool
 }
 
 func summarize(ms []measurement) stats {

@@ -67,8 +67,8 @@ type Broker struct {
 // maxFree bounds how many settled entries a broker keeps for reuse.
 const maxFree = 4096
 
-// NewBroker returns a fresh broker of its own with the amq.direct, amq.topic
-// and amq.fanout exchanges declared.
+// NewBroker returns a fresh broker of its own with the amq.direct,
+// amq.topic, amq.fanout and amq.headers exchanges declared.
 func NewBroker() *Broker {
 	b := &Broker{
 		exchanges: make(map[string]*exchange),

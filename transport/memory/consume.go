@@ -105,6 +105,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, han
 		if !finished { // handle panicked: let the others have the messages
 			b.mu.Lock()
 			c.stopLocked()
+			delete(t.consumers, c)
 			b.flushLocked()
 			b.mu.Unlock()
 		}

@@ -104,6 +104,20 @@ func Run(ctx context.Context, url, queue string, out io.Writer) error {
 	runCtx, stop := context.WithCancel(ctx)
 	runErr := make(chan error, 1)
 	go func() { runErr <- orders.Run(runCtx) }()
+	// wait stops the consumer and waits for Run, once, on every way out,
+	// so nothing runs on after the Conns close.
+	var (
+		waited bool
+		ranErr error
+	)
+	wait := func() error {
+		if !waited {
+			stop()
+			ranErr, waited = <-runErr, true
+		}
+		return ranErr
+	}
+	defer wait()
 
 	pub := acemq.NewPublisher[OrderPlaced](alpha, "", queue)
 	send := func(p *acemq.Publisher[OrderPlaced], id string, cents int64) error {
@@ -122,13 +136,11 @@ func Run(ctx context.Context, url, queue string, out io.Writer) error {
 		{acemq.NewPublisher[OrderPlaced](beta, "", queue), "beta-order", 700},
 	} {
 		if err := send(o.p, o.id, o.cents); err != nil {
-			stop()
 			return err
 		}
 	}
 	garbage := acemq.NewPublisher[acemq.Raw](alpha, "", queue, acemq.ContentType("application/json"))
 	if err := garbage.Send(ctx, acemq.Raw("{this is not json"), acemq.Header("x-order", "garbage")); err != nil {
-		stop()
 		return err
 	}
 	fmt.Fprintf(out, "sent     %-13s confirmed=true\n", "garbage")
@@ -138,12 +150,10 @@ func Run(ctx context.Context, url, queue string, out io.Writer) error {
 		select {
 		case <-settled:
 		case <-timeout:
-			stop()
 			return errors.New("not every message settled within 8s")
 		}
 	}
-	stop()
-	if err := <-runErr; err != nil {
+	if err := wait(); err != nil {
 		return err
 	}
 	mu.Lock()
