@@ -108,8 +108,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer func() { // the queues NewConsumer declared: on RabbitMQ they would outlive the tour
-		for _, q := range []string{"", ".dlq", ".parked", ".retry.1s", ".retry.5s", ".retry.30s", ".retry.2m0s"} {
-			_ = mq.Transport().DeleteQueue(context.WithoutCancel(ctx), queue+q)
+		names := []string{queue, acemq.DeadLetterQueue(queue), acemq.ParkingQueue(queue)}
+		for _, d := range acemq.DefaultRetryPolicy().Delays {
+			names = append(names, acemq.RetryQueue(queue, d))
+		}
+		for _, q := range names {
+			_ = mq.Transport().DeleteQueue(context.WithoutCancel(ctx), q)
 		}
 	}()
 
