@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/acemq/acemq/internal/urls"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/memory"
 	"go.opentelemetry.io/otel"
@@ -223,8 +223,23 @@ func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, err
 	return newConn(cfg)
 }
 
-// dial picks a transport by the URL's scheme.
+// dial picks a transport by the URL's scheme. A comma-separated list names
+// the nodes of one RabbitMQ cluster: every entry must then be amqp:// or
+// amqps://; the transport checks each entry further.
 func dial(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transport, error) {
+	if entries := urls.Split(rawURL); len(entries) > 1 {
+		for i, e := range entries {
+			switch scheme := urls.Scheme(e); {
+			case e == "":
+				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is empty", i+1, Redact(rawURL))
+			case scheme == "memory":
+				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is a memory:// URL, which cannot be mixed with RabbitMQ nodes", i+1, Redact(rawURL))
+			case scheme != "amqp" && scheme != "amqps":
+				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is not an amqp:// or amqps:// URL", i+1, Redact(rawURL))
+			}
+		}
+		return dialRabbitMQ(ctx, rawURL, cfg)
+	}
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok {
 		return nil, fmt.Errorf("acemq: %q is not a URL (want amqp://, amqps:// or memory://)", Redact(rawURL))
@@ -241,21 +256,11 @@ func dial(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transp
 	return nil, fmt.Errorf("acemq: unsupported URL scheme %q (want amqp, amqps or memory)", scheme)
 }
 
-// Redact returns rawURL with its password replaced by "xxxxx", for errors
-// and logs. A string that does not parse is cut at its last '@'.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		if i := strings.LastIndex(rawURL, "@"); i >= 0 {
-			if j := strings.Index(rawURL, "://"); j >= 0 && j < i {
-				return rawURL[:j+3] + "xxxxx" + rawURL[i:]
-			}
-			return "xxxxx" + rawURL[i:]
-		}
-		return rawURL
-	}
-	return u.Redacted()
-}
+// Redact returns rawURL, one URL or a comma-separated list of them, with
+// every password replaced by "xxxxx" and the rest as given, for errors and
+// logs: "amqp://user:s3cret@host/" becomes "amqp://user:xxxxx@host/". An
+// entry that does not parse is redacted by position. Redact never fails.
+func Redact(rawURL string) string { return urls.Redact(rawURL) }
 
 func defaultOrigin() string {
 	exe := "acemq"

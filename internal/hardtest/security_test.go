@@ -97,7 +97,7 @@ func TestOutageLogsAndHealthHideThePassword(t *testing.T) {
 	var health error
 	waitFor(t, "a reconnection fails and Health says so", func() bool {
 		health = c.Health(ctxT(t))
-		return health != nil && strings.Contains(logs.String(), "reconnection failed")
+		return health != nil && strings.Contains(logs.String(), "connection attempt failed")
 	})
 	sendCtx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

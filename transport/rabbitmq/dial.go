@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/acemq/acemq/internal/urls"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -29,6 +31,8 @@ const (
 	DefaultMaxBackoff = 15 * time.Second
 	// DefaultHeartbeat is the default Config.Heartbeat.
 	DefaultHeartbeat = 10 * time.Second
+	// DefaultDialTimeout is the default Config.DialTimeout.
+	DefaultDialTimeout = 10 * time.Second
 )
 
 // Config tunes a Transport. The zero value is ready to use; every field's
@@ -53,10 +57,17 @@ type Config struct {
 	// writer. Zero means DefaultChannels.
 	Channels int
 
-	// MinBackoff and MaxBackoff bound the pause between reconnection
-	// attempts, which doubles from MinBackoff up to MaxBackoff with jitter.
-	// Zero means DefaultMinBackoff and DefaultMaxBackoff.
+	// MinBackoff and MaxBackoff bound the pause between rounds of
+	// connection attempts (a round tries every node of the URL list once),
+	// which doubles from MinBackoff up to MaxBackoff with jitter. Zero means
+	// DefaultMinBackoff and DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+
+	// DialTimeout bounds one connection attempt to one node, TCP, TLS and
+	// AMQP handshakes together, so that a node that accepts connections but
+	// does not answer (frozen, partitioned) costs one timeout before the
+	// next node is tried. Zero means DefaultDialTimeout.
+	DialTimeout time.Duration
 
 	// Heartbeat is the AMQP heartbeat interval that detects a dead peer.
 	// Zero means DefaultHeartbeat.
@@ -89,6 +100,9 @@ func (c Config) withDefaults() Config {
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = DefaultHeartbeat
 	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
 	if c.ConnectionName == "" {
 		c.ConnectionName = "acemq"
 	}
@@ -99,11 +113,11 @@ func (c Config) withDefaults() Config {
 // re-establishes by itself. Create it with Dial; it is safe for concurrent
 // use.
 type Transport struct {
-	cfg      Config
-	url      string // the URL as given, credentials included: never print it
-	safeURL  string // the URL with its password redacted
-	password string // for scrubbing error texts
-	log      *slog.Logger
+	cfg     Config
+	url     string // the URL list as given, credentials included: never print it
+	safeURL string // the list with its passwords redacted
+	nodes   []node // the list's entries, in order
+	log     *slog.Logger
 
 	slots chan struct{} // the confirm window: one token per outstanding publish
 	reqs  chan *pubReq  // publishes waiting for a writer, capacity = window
@@ -130,18 +144,29 @@ type Transport struct {
 
 var _ transport.Transport = (*Transport)(nil)
 
-// Dial connects to the broker at url (amqp:// or amqps://) and returns a
-// Transport that keeps that connection alive from then on. Dial is eager: it
-// makes one attempt, bounded by ctx, and returns its error (the URL's
-// password redacted) when the broker cannot be reached or refuses the login.
-// Reconnection applies only once the first connection has been made.
+// Dial connects to the broker at url and returns a Transport that keeps a
+// connection alive from then on. url is one amqp:// or amqps:// URL, or a
+// comma-separated list of them naming the nodes of one cluster; an entry
+// that is empty or does not parse fails Dial with an error naming it by
+// position, its password redacted.
+//
+// Dial is eager and patient: it tries the nodes in turn, starting at a
+// random one, with capped backoff between rounds, until one accepts the
+// connection or ctx ends. A refused or unreachable node is tried again;
+// what no retry fixes (a login the broker refuses, a missing vhost, a TLS
+// certificate that does not verify) fails at once. When ctx ends first the
+// error wraps ctx's error and says what the last attempt met.
 func Dial(ctx context.Context, url string, cfg Config) (*Transport, error) {
 	cfg = cfg.withDefaults()
+	nodes, err := parseNodes(url)
+	if err != nil {
+		return nil, err
+	}
 	t := &Transport{
 		cfg:       cfg,
 		url:       url,
 		safeURL:   Redact(url),
-		password:  passwordOf(url),
+		nodes:     nodes,
 		log:       cfg.Logger,
 		slots:     make(chan struct{}, cfg.ConfirmWindow),
 		reqs:      make(chan *pubReq, cfg.ConfirmWindow),
@@ -150,7 +175,7 @@ func Dial(ctx context.Context, url string, cfg Config) (*Transport, error) {
 		closing:   make(chan struct{}),
 	}
 	t.stopCtx, t.stopFunc = context.WithCancel(context.Background())
-	s, err := t.connect(ctx)
+	s, err := t.connectFirst(ctx)
 	if err != nil {
 		t.stopFunc()
 		return nil, err
@@ -161,20 +186,71 @@ func Dial(ctx context.Context, url string, cfg Config) (*Transport, error) {
 	for range cfg.Channels {
 		go t.keepPublisher()
 	}
-	t.log.Info("acemq: rabbitmq connected", "url", t.safeURL)
+	t.log.Info("acemq: rabbitmq connected", "node", t.nodes[s.node].safe, "nodes", len(t.nodes))
 	return t, nil
 }
 
-// dial makes one AMQP connection, bounded by ctx.
+// node is one entry of the URL list.
+type node struct {
+	url  string // as given: never print it
+	safe string // redacted
+}
+
+// parseNodes splits and checks the URL list.
+func parseNodes(list string) ([]node, error) {
+	entries := urls.Split(list)
+	nodes := make([]node, 0, len(entries))
+	vhost := ""
+	for i, e := range entries {
+		where := "the URL " + Redact(e)
+		if len(entries) > 1 {
+			where = fmt.Sprintf("entry %d of the URL list %s", i+1, Redact(list))
+		}
+		if e == "" {
+			return nil, fmt.Errorf("acemq: rabbitmq: %s is empty", where)
+		}
+		if s := urls.Scheme(e); s != "amqp" && s != "amqps" {
+			return nil, fmt.Errorf("acemq: rabbitmq: %s is not an amqp:// or amqps:// URL", where)
+		}
+		uri, err := amqp.ParseURI(e)
+		if err != nil {
+			return nil, fmt.Errorf("acemq: rabbitmq: %s does not parse: %s", where, urls.Scrub(err.Error(), e))
+		}
+		if i > 0 && uri.Vhost != vhost {
+			return nil, fmt.Errorf("acemq: rabbitmq: %s names vhost %q, entry 1 names %q: the nodes of one cluster share their vhosts", where, uri.Vhost, vhost)
+		}
+		vhost = uri.Vhost
+		nodes = append(nodes, node{url: e, safe: Redact(e)})
+	}
+	return nodes, nil
+}
+
+// Node returns the URL of the node the transport is connected to, its
+// password redacted, or "" while it is connected to none.
+func (t *Transport) Node() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sess == nil {
+		return ""
+	}
+	return t.nodes[t.sess.node].safe
+}
+
+// dial makes one AMQP connection to node i, bounded by ctx and
+// Config.DialTimeout. Its error names the node, password redacted, and
+// carries no "acemq:" prefix: the callers add what they were doing.
 //
 // The socket is layered: TCP, then batchConn (coalesced writes), then TLS
 // for amqps://, then frameGuard, so that the guard reads the broker's
 // frames in the clear. TLS is therefore done here rather than by amqp091,
 // which is handed the URL with the amqp scheme and the port made explicit.
-func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
-	dialURL, tlsCfg, err := t.plainURL()
+func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
+	n := t.nodes[i]
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	dialURL, tlsCfg, err := t.plainURL(n.url)
 	if err != nil {
-		return nil, fmt.Errorf("acemq: dialing rabbitmq at %s: %w", t.safeURL, t.scrub(err))
+		return nil, &nodeError{node: n.safe, err: t.scrub(err)}
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(t.cfg.ConnectionName)
@@ -193,16 +269,13 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 			if err != nil {
 				return nil, err
 			}
-			// The handshakes (TLS, AMQP) end by ctx or in 30 s, whichever
-			// is first; amqp091 clears the deadline once the connection is
-			// open.
-			deadline := time.Now().Add(30 * time.Second)
-			if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-				deadline = dl
-			}
-			if err := c.SetDeadline(deadline); err != nil {
-				_ = c.Close()
-				return nil, err
+			// The handshakes (TLS, AMQP) end with ctx; amqp091 clears the
+			// deadline once the connection is open.
+			if dl, ok := ctx.Deadline(); ok {
+				if err := c.SetDeadline(dl); err != nil {
+					_ = c.Close()
+					return nil, err
+				}
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 			var layered net.Conn = newBatchConn(c)
@@ -218,25 +291,57 @@ func (t *Transport) dial(ctx context.Context) (*amqp.Connection, error) {
 		},
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = errors.Join(ctx.Err(), err)
 		}
-		return nil, fmt.Errorf("acemq: dialing rabbitmq at %s: %w", t.safeURL, t.scrub(err))
+		return nil, &nodeError{node: n.safe, err: t.scrub(err)}
 	}
 	return conn, nil
+}
+
+// nodeError is a failed attempt to connect to one node.
+type nodeError struct {
+	node string // redacted
+	err  error
+}
+
+func (e *nodeError) Error() string { return e.node + ": " + e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
+// permanent reports whether a failed connection attempt met something no
+// retry fixes: the broker refused the login or the vhost, or the broker's
+// certificate does not verify. It returns what to tell the user.
+func permanent(err error) (string, bool) {
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		verifyFail *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.Is(err, amqp.ErrCredentials), amqpCode(err) == amqp.AccessRefused:
+		return "the broker refused the login (check the user name and password)", true
+	case errors.Is(err, amqp.ErrVhost), amqpCode(err) == amqp.NotAllowed:
+		return "the broker refused the vhost (it does not exist, or the user may not use it)", true
+	case errors.Is(err, amqp.ErrSASL):
+		return "the broker offers no login mechanism acemq speaks (PLAIN or AMQPLAIN)", true
+	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verifyFail):
+		return "the broker's TLS certificate does not verify", true
+	}
+	return "", false
 }
 
 // plainURL returns the URL amqp091 dials and, for amqps://, the TLS
 // configuration dial applies itself: the same URL (query parameters
 // included) with the amqp scheme and the port made explicit (5671 unless
 // given).
-func (t *Transport) plainURL() (string, *tls.Config, error) {
-	uri, err := amqp.ParseURI(t.url)
+func (t *Transport) plainURL(raw string) (string, *tls.Config, error) {
+	uri, err := amqp.ParseURI(raw)
 	if err != nil {
 		return "", nil, err
 	}
 	if uri.Scheme != "amqps" {
-		return t.url, nil, nil
+		return raw, nil, nil
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.cfg.TLS != nil {
@@ -245,7 +350,7 @@ func (t *Transport) plainURL() (string, *tls.Config, error) {
 	if cfg.ServerName == "" {
 		cfg.ServerName = uri.Host
 	}
-	u, err := url.Parse(t.url)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "", nil, err
 	}
@@ -275,7 +380,7 @@ func (t *Transport) Close() error {
 		case r := <-t.reqs:
 			t.complete(r, errClosed("publish"))
 		default:
-			t.log.Info("acemq: rabbitmq transport closed", "url", t.safeURL)
+			t.log.Info("acemq: rabbitmq transport closed", "nodes", t.safeURL)
 			return nil
 		}
 	}

@@ -35,13 +35,17 @@ func (t *Transport) Health(ctx context.Context) error {
 		if down.err == nil {
 			down.err = errConnectionLost
 		}
-		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s): %w",
-			t.safeURL, stamp(down.since), attempts(down.attempts), down.err))
+		where := t.nodes[down.from].safe
+		if len(t.nodes) > 1 {
+			where = fmt.Sprintf("%s (lost; %d nodes in the list)", where, len(t.nodes))
+		}
+		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s since): %w",
+			where, stamp(down.since), plural(down.attempts, "attempt"), down.err))
 	} else {
 		s.mu.Lock()
 		if s.unblocked != nil {
 			errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s blocked by the broker since %s: %s",
-				t.safeURL, stamp(s.blockedSince), s.blockReason))
+				t.nodes[s.node].safe, stamp(s.blockedSince), s.blockReason))
 		}
 		s.mu.Unlock()
 	}
@@ -57,9 +61,10 @@ func (t *Transport) Health(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func attempts(n int) string {
+// plural counts n of a noun that takes an s: "1 attempt", "3 attempts".
+func plural(n int, noun string) string {
 	if n == 1 {
-		return "1 attempt"
+		return "1 " + noun
 	}
-	return fmt.Sprintf("%d attempts", n)
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -33,7 +33,7 @@ func TestHealthDuringAndAfterOutage(t *testing.T) {
 		}
 		report = err.Error()
 		return strings.Contains(report, "connection to") && strings.Contains(report, "down since") &&
-			!strings.Contains(report, "(0 attempts)") && strings.Contains(report, "attempt") && strings.Contains(report, `consumer on "`+q+`" not consuming since`)
+			!strings.Contains(report, "(0 attempts") && strings.Contains(report, "attempt") && strings.Contains(report, `consumer on "`+q+`" not consuming since`)
 	})
 	t.Logf("Health during the outage: %s", report)
 	if strings.Contains(report, ":guest@") {

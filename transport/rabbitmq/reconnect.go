@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 type session struct {
 	conn   *amqp.Connection
 	gen    uint64
+	node   int // index in Transport.nodes
 	done   chan struct{}
 	closes chan *amqp.Error
 	blocks chan amqp.Blocking
@@ -52,19 +54,21 @@ func (s *session) setBlocked(b amqp.Blocking) {
 // downState is what Health reports while the connection is down.
 type downState struct {
 	since    time.Time
+	from     int // the node that was lost
 	attempts int
-	err      error
+	err      error // the last attempt's, or the loss's
 }
 
-// connect dials and prepares a session: the topology declared so far is
-// declared again before anyone may publish or consume on it.
-func (t *Transport) connect(ctx context.Context) (*session, error) {
-	conn, err := t.dial(ctx)
+// connect dials node i and prepares a session: the topology declared so
+// far is declared again before anyone may publish or consume on it.
+func (t *Transport) connect(ctx context.Context, i int) (*session, error) {
+	conn, err := t.dial(ctx, i)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{
 		conn:   conn,
+		node:   i,
 		done:   make(chan struct{}),
 		closes: conn.NotifyClose(make(chan *amqp.Error, 1)),
 		blocks: conn.NotifyBlocked(make(chan amqp.Blocking, 4)),
@@ -75,9 +79,54 @@ func (t *Transport) connect(ctx context.Context) (*session, error) {
 	t.mu.Unlock()
 	if err := t.redeclare(ctx, s); err != nil {
 		_ = conn.Close()
-		return nil, err
+		return nil, &nodeError{node: t.nodes[i].safe, err: err}
 	}
 	return s, nil
+}
+
+// connectFirst makes Dial's connection: rounds over the nodes, starting at
+// a random one, with backoff between rounds, until a node accepts, an
+// attempt meets what no retry fixes, or ctx ends.
+//
+// The random start spreads the connections of a service's replicas over
+// the cluster, so that no single node carries them all and the loss of
+// one node moves only its share; every node of a cluster serves every
+// queue, so nothing is gained by preferring the first.
+func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError("connect", ctx)
+	}
+	start := rand.N(len(t.nodes))
+	attempts := 0
+	var last error
+	for round := 0; ; round++ {
+		for k := range t.nodes {
+			s, err := t.connect(ctx, (start+k)%len(t.nodes))
+			if err == nil {
+				return s, nil
+			}
+			attempts++
+			if why, ok := permanent(err); ok {
+				return nil, fmt.Errorf("acemq: rabbitmq connect: %s: %w", why, err)
+			}
+			last = err
+			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "err", err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if ctx.Err() == nil {
+			timer := time.NewTimer(t.backoff(round))
+			select {
+			case <-timer.C:
+				continue
+			case <-ctx.Done():
+				timer.Stop()
+			}
+		}
+		return nil, fmt.Errorf("acemq: rabbitmq connect: %w after %s; the last attempt met: %w",
+			ctx.Err(), plural(attempts, "attempt"), last)
+	}
 }
 
 // setUp publishes s as the live session and wakes everyone waiting for it.
@@ -89,18 +138,18 @@ func (t *Transport) setUp(s *session) {
 	close(t.up)
 }
 
-// setDown records the loss of the live session.
-func (t *Transport) setDown(err error) {
+// setDown records the loss of the live session, which was on node from.
+func (t *Transport) setDown(from int, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.sess = nil
 	t.up = make(chan struct{})
-	t.down = downState{since: time.Now(), err: t.scrub(err)}
+	t.down = downState{since: time.Now(), from: from, err: t.scrub(err)}
 }
 
 // supervise owns the connection: it watches the live session, and when it
-// dies reconnects with capped exponential backoff until it succeeds or the
-// transport closes. It never gives up on its own.
+// dies moves to the next node that accepts a connection (see reconnect)
+// until it succeeds or the transport closes. It never gives up on its own.
 func (t *Transport) supervise(s *session) {
 	defer t.wg.Done()
 	for {
@@ -111,13 +160,15 @@ func (t *Transport) supervise(s *session) {
 		if err == nil {
 			err = errConnectionLost
 		}
-		t.setDown(err)
-		t.log.Warn("acemq: rabbitmq connection lost", "url", t.safeURL, "err", t.scrub(err))
-		if s = t.reconnect(); s == nil {
+		t.setDown(s.node, err)
+		t.log.Warn("acemq: rabbitmq connection lost", "node", t.nodes[s.node].safe, "err", t.scrub(err))
+		from, lost := s.node, time.Now()
+		if s = t.reconnect(from); s == nil {
 			return
 		}
 		t.setUp(s)
-		t.log.Info("acemq: rabbitmq reconnected", "url", t.safeURL, "generation", s.gen)
+		t.log.Info("acemq: rabbitmq reconnected", "from", t.nodes[from].safe, "to", t.nodes[s.node].safe,
+			"outage", time.Since(lost).Round(time.Millisecond), "generation", s.gen)
 	}
 }
 
@@ -147,7 +198,7 @@ func (t *Transport) watch(s *session) error {
 			}
 			s.setBlocked(b)
 			if b.Active {
-				t.log.Warn("acemq: rabbitmq blocked publishing", "url", t.safeURL, "reason", b.Reason)
+				t.log.Warn("acemq: rabbitmq blocked publishing", "node", t.nodes[s.node].safe, "reason", b.Reason)
 			}
 		case <-t.closing:
 			_ = s.conn.CloseDeadline(time.Now().Add(2 * time.Second))
@@ -156,27 +207,42 @@ func (t *Transport) watch(s *session) error {
 	}
 }
 
-// reconnect dials until it has a session or the transport closes (nil).
-func (t *Transport) reconnect() *session {
-	for attempt := 0; ; attempt++ {
-		if !t.sleep(t.backoff(attempt)) {
+// reconnect finds a node after the loss of node from, or returns nil when
+// the transport closes. It goes round the list starting with the node after
+// from (so a lost node is tried last, and a lone node again), pausing
+// MinBackoff doubled per failed round, capped at MaxBackoff, between full
+// rounds. It never gives up: even a refused login is tried again, since an
+// operator may fix it while the service runs.
+func (t *Transport) reconnect(from int) *session {
+	n := len(t.nodes)
+	for round := 0; ; round++ {
+		if !t.sleep(t.backoff(round)) {
 			return nil
 		}
-		ctx, cancel := context.WithTimeout(t.stopCtx, 30*time.Second)
-		s, err := t.connect(ctx)
-		cancel()
-		if err == nil {
+		var last error
+		for k := 1; k <= n; k++ {
+			ctx, cancel := context.WithTimeout(t.stopCtx, 3*t.cfg.DialTimeout)
+			s, err := t.connect(ctx, (from+k)%n)
+			cancel()
+			if err == nil {
+				if t.isClosed() {
+					_ = s.conn.Close()
+					return nil
+				}
+				return s
+			}
 			if t.isClosed() {
-				_ = s.conn.Close()
 				return nil
 			}
-			return s
+			last = err
+			t.mu.Lock()
+			t.down.attempts++
+			t.down.err = err
+			t.mu.Unlock()
+			t.log.Debug("acemq: rabbitmq connection attempt failed", "err", err)
 		}
-		t.mu.Lock()
-		t.down.attempts++
-		t.down.err = err
-		t.mu.Unlock()
-		t.log.Warn("acemq: rabbitmq reconnection failed", "url", t.safeURL, "attempt", attempt+1, "err", err)
+		t.log.Warn("acemq: rabbitmq no node accepted a connection", "round", round+1,
+			"nodes", n, "err", last)
 	}
 }
 
