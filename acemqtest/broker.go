@@ -16,6 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/urls"
 )
 
 // Where brokers are looked for, after the environment.
@@ -128,20 +129,30 @@ func probeAMQP(ctx context.Context, rawURL string) error {
 	return conn.Close()
 }
 
+// dialAMQP connects to rawURL, or to the first node of a URL list that
+// accepts, all within ctx.
 func dialAMQP(ctx context.Context, rawURL string) (*amqp.Connection, error) {
-	return amqp.DialConfig(rawURL, amqp.Config{
-		Dial: func(network, addr string) (net.Conn, error) {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			if dl, ok := ctx.Deadline(); ok {
-				_ = c.SetDeadline(dl)
-			}
-			return c, nil
-		},
-	})
+	var errs []error
+	for _, u := range urls.Split(rawURL) {
+		conn, err := amqp.DialConfig(u, amqp.Config{
+			Dial: func(network, addr string) (net.Conn, error) {
+				var d net.Dialer
+				c, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				if dl, ok := ctx.Deadline(); ok {
+					_ = c.SetDeadline(dl)
+				}
+				return c, nil
+			},
+		})
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, errors.New(urls.Scrub(err.Error(), u)))
+	}
+	return nil, errors.Join(errs...)
 }
 
 // probePostgres sends PostgreSQL's SSLRequest and expects its one-byte

@@ -244,6 +244,11 @@ func (b *Broker) declareQueueLocked(x transport.Queue) error {
 		return err
 	}
 	if old, ok := b.queues[x.Name]; ok {
+		if d.quorum && !old.decl.quorum {
+			return errorf(transport.ErrTopologyConflict, "acemq: queue %q exists as a classic queue and is declared as a quorum queue; "+
+				"a queue's type cannot change in place: move its messages to a new quorum queue (acemq replay), delete it, "+
+				"and declare it again (docs/cluster.md, \"Moving to quorum queues\")", x.Name)
+		}
 		if diff := d.conflict(old.decl); diff != "" {
 			return errorf(transport.ErrTopologyConflict, "acemq: queue %q already exists with %s", x.Name, diff)
 		}

@@ -216,6 +216,9 @@ func parseNodes(list string) ([]node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("acemq: rabbitmq: %s does not parse: %s", where, urls.Scrub(err.Error(), e))
 		}
+		if uri.Port < 1 || uri.Port > 65535 {
+			return nil, fmt.Errorf("acemq: rabbitmq: %s does not parse: port %d is outside 1..65535", where, uri.Port)
+		}
 		if i > 0 && uri.Vhost != vhost {
 			return nil, fmt.Errorf("acemq: rabbitmq: %s names vhost %q, entry 1 names %q: the nodes of one cluster share their vhosts", where, uri.Vhost, vhost)
 		}

@@ -62,12 +62,52 @@ func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) er
 	return t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
 		for _, it := range items {
 			if err := declareOne(ch, it); err != nil {
+				var broker *amqp.Error
+				if q, ok := it.(transport.Queue); ok && q.Quorum && errors.As(err, &broker) && broker.Code == amqp.PreconditionFailed && t.isClassic(ctx, q) {
+					return fmt.Errorf("acemq: rabbitmq declare queue %q: the queue exists as a classic queue and is declared as a quorum queue; "+
+						"a queue's type cannot change in place: move its messages to a new quorum queue (acemq replay), delete it, "+
+						"and declare it again (docs/cluster.md, \"Moving to quorum queues\"): %w: %w", q.Name, transport.ErrTopologyConflict, broker)
+				}
 				return err
 			}
 			t.record(it)
 		}
 		return nil
 	})
+}
+
+// quorumOnly are the arguments that only a quorum queue takes.
+var quorumOnly = []string{"x-queue-type", "x-delivery-limit", "x-dead-letter-strategy", "x-overflow", "x-quorum-initial-group-size"}
+
+// isClassic reports whether q, whose declaration as a quorum queue the
+// broker refused, exists as a classic queue. The broker names only the
+// first argument that differs, which is seldom x-queue-type, so each probe
+// declares q as a classic queue on a channel of its own: with q's other
+// arguments, then with none. The broker checks x-queue-type, so a probe
+// succeeds only against a classic queue, and then changes nothing.
+func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
+	rest := amqp.Table{}
+	for k, v := range q.Args {
+		rest[k] = v
+	}
+	for _, k := range quorumOnly {
+		delete(rest, k)
+	}
+	rest, _ = toTable(rest)
+	for _, args := range []amqp.Table{rest, nil} {
+		if args == nil {
+			args = amqp.Table{}
+		}
+		args["x-queue-type"] = amqp.QueueTypeClassic
+		err := t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclare(q.Name, true, false, false, false, args)
+			return err
+		})
+		if err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func validate(it transport.Topology) error {
