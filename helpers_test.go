@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,3 +139,7 @@ func declareQueueNamed(t *testing.T, c *acemq.Conn, name string) string {
 	require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: name}))
 	return name
 }
+
+// countPrefix counts the acemq: prefixes in an error text; there should be
+// one, at its front.
+func countPrefix(s string) int { return strings.Count(s, "acemq:") }
