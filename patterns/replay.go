@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -94,7 +95,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 	}
 	t := c.Transport()
 	if _, err := t.Inspect(ctx, to); err != nil {
-		return rep, fmt.Errorf("acemq: replay to %q: %w", to, err)
+		return rep, errtext.Errorf("replay to %q: %w", to, err)
 	}
 	r := replayer{c: c, t: t, from: from, to: to, cfg: &cfg}
 	defer r.putBack()
@@ -114,7 +115,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			return rep, fmt.Errorf("acemq: replay from %q: %w", from, err)
+			return rep, errtext.Errorf("replay from %q: %w", from, err)
 		}
 		if !ok {
 			break
@@ -122,7 +123,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 		r.one(ctx, d, &rep)
 	}
 	if r.firstErr != nil {
-		return rep, fmt.Errorf("acemq: replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
+		return rep, errtext.Errorf("replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
 			from, to, rep.Failed, from, r.firstErr)
 	}
 	return rep, nil
