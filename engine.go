@@ -45,7 +45,7 @@ type engine struct {
 // its handler and judge what it asked for. It returns the verdict and the
 // handler's time in seconds (negative when the handler did not run).
 type route interface {
-	serve(ctx context.Context, e *engine, d *transport.Delivery, env *Envelope) (verdict, float64)
+	serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64)
 }
 
 // typedRoute is a Handler[T] with what it takes to decode for it.
@@ -54,7 +54,7 @@ type typedRoute[T any] struct {
 	name    string // T's name, for reasons
 }
 
-func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d *transport.Delivery, env *Envelope) (verdict, float64) {
+func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
 	// The body decodes straight into the Message: one allocation, not two.
 	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
 	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
@@ -295,7 +295,7 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
 		return
 	}
-	v, seconds := r.serve(ctx, e, &d, env)
+	v, seconds := r.serve(ctx, e, d, env)
 	e.settle(ctx, d, ds, v, seconds)
 }
 
