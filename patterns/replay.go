@@ -27,8 +27,16 @@ func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
 
 type replayConfig struct {
 	filter   func(*acemq.Envelope) bool
+	progress func(ReplayReport)
 	limit    int
 	interval time.Duration
+}
+
+// Progress calls fn with the counts so far after each message the replay
+// took, on the replay's goroutine; fn must be quick. A tool uses it to
+// report a long replay while it runs. A nil fn is ignored.
+func Progress(fn func(ReplayReport)) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.progress = fn })
 }
 
 // Filter moves only the messages fn accepts; the others stay on the source
@@ -121,6 +129,9 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 			break
 		}
 		r.one(ctx, d, &rep)
+		if cfg.progress != nil {
+			cfg.progress(rep)
+		}
 	}
 	if r.firstErr != nil {
 		return rep, errtext.Errorf("replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
