@@ -193,7 +193,7 @@ type Settlement struct {
 	Reason   string        // why, for every outcome but acked
 	Delay    time.Duration // the retry delay chosen; zero otherwise
 	Attempt  int           // the attempt of the delivery that settled (1 for the first)
-	Ack      Ack           // what the handler asked for (zero when it did not run)
+	Ack      Ack           // what the handler asked for (Kind AckNone when it did not run)
 }
 
 // DeadLetters reports whether the delivery went to the dead-letter queue:

@@ -72,14 +72,6 @@ func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
 	r.mu.Unlock()
 }
 
-// Queue is the name of the queue the router takes from.
-func (r *Router) Queue() string {
-	if r.e == nil {
-		return ""
-	}
-	return r.e.queue
-}
-
 // Run consumes until ctx ends, exactly as Consumer.Run does. It fails at
 // once when NewRouter met an error, when no type is routed, when a type is
 // routed twice or a route is invalid.
