@@ -17,7 +17,9 @@ import (
 // workers, the consume chain and the settlement of every delivery. It knows
 // nothing of payload types; the typed part of a delivery (the decode and the
 // handler) is a route it picks by the envelope's type. Run, the worker loop
-// and the subscription live here, once, for both.
+// and the subscription live here, once, for both: whatever stops and
+// restarts taking deliveries (a pause) belongs in run, beside the one
+// Consume call, and serves a Consumer and a Router alike.
 type engine struct {
 	conn   *Conn
 	queue  string

@@ -76,10 +76,10 @@ func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
 // once when NewRouter met an error, when no type is routed, when a type is
 // routed twice or a route is invalid.
 func (r *Router) Run(ctx context.Context) error {
-	if r == nil || r.err != nil {
-		if r == nil {
-			return errors.New("acemq: Run was called on a nil Router")
-		}
+	switch {
+	case r == nil:
+		return errors.New("acemq: Run was called on a nil Router")
+	case r.err != nil:
 		return r.err
 	}
 	return r.e.run(ctx, func() error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -84,7 +85,7 @@ func (c *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		sleepCtx(ctx, pause)
 		_ = d.Nack(true)
 		s.Outcome = ""
-		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %v", c.target(v), c.queue, err)
+		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, strings.TrimPrefix(err.Error(), "acemq: "))
 		c.runCallbacks(ctx, ds, s, false)
 		return
 	}
