@@ -72,8 +72,13 @@ func (ch settlements) none(t *testing.T) {
 	}
 }
 
+// runner is a Consumer or a Router.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
 // run starts c.Run and stops it when the test ends, checking it returned nil.
-func run[T any](t *testing.T, c *acemq.Consumer[T]) {
+func run(t *testing.T, c runner) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

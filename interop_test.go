@@ -137,13 +137,7 @@ func TestForeignProducerToARouter(t *testing.T) {
 		refunds <- m.Payload
 		return acemq.Done()
 	}, acemq.TypeName("refund.issued"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	run(t, r)
 	ch := foreignProducer(t, url)
 	publishForeign(t, ch, q, amqp.Publishing{Type: "refund.issued", ContentType: "application/json; charset=UTF-8", Body: []byte(`{"orderId":"r-1","cents":5}`)})
 	assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)

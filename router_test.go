@@ -117,13 +117,7 @@ func TestRouter(t *testing.T) {
 			}
 			return acemq.Done()
 		}, acemq.TypeName("RefundIssued"))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		defer func() {
-			cancel()
-			require.NoError(t, <-done)
-		}()
+		run(t, r)
 
 		// Routed by type, each to its own handler and payload type.
 		require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{OrderID: "A-1", TotalCents: 500}))

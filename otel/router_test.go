@@ -35,13 +35,7 @@ func TestTracingPerRoute(t *testing.T) {
 	acemq.Route(router, otel.Middleware[Refund](r.tracing, q)(func(context.Context, *acemq.Message[Refund]) acemq.Ack {
 		return acemq.Reject(errors.New("refunds are closed"))
 	}))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- router.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-done)
-	})
+	runConsumer(t, router)
 
 	require.NoError(t, otel.NewPublisher[OrderPlaced](r.tracing, r.conn, "", q).Send(ctxT(t), OrderPlaced{OrderID: "A-1"}))
 	assert.Equal(t, acemq.OutcomeAcked, r.next(t).Outcome)
