@@ -81,8 +81,10 @@ func WithConsumeInterceptor(ic ConsumeInterceptor) ConnOption {
 }
 
 // WithCodec makes codec the one the Conn publishes with (default JSON) and
-// adds it to the codecs its consumers choose from by content type. Given
-// several times, the last publishes and all decode.
+// adds it to the codecs its consumers choose from by content type (as a
+// media type: parameters and case do not matter). Given several times, the
+// last publishes, and decodes deliveries that carry no content type, and
+// all decode their own.
 func WithCodec(codec Codec) ConnOption {
 	return connOptionFunc(func(c *connConfig) {
 		if codec == nil || codec.ContentType() == "" {
@@ -90,7 +92,8 @@ func WithCodec(codec Codec) ConnOption {
 			return
 		}
 		c.codec = codec
-		c.codecs[codec.ContentType()] = codec
+		c.codecs.add(codec)
+		c.codecs[""] = codec
 	})
 }
 
@@ -188,7 +191,7 @@ func OnSettled(fn func(context.Context, Settlement)) ConnOption {
 func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, error) {
 	cfg := connConfig{
 		codec:  JSON,
-		codecs: codecSet{JSON.ContentType(): JSON},
+		codecs: codecSet{JSON.ContentType(): JSON, "": JSON},
 		policy: DefaultRetryPolicy(),
 	}
 	for _, o := range opts {

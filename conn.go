@@ -100,17 +100,22 @@ func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
 }
 
 // publish puts msg on the transport, confirmed, and records the publish
-// metrics with the clock started at start. ctx's own error comes back as
-// it is; any other names the message and where it was going. The engine's
-// moves call it directly: they are allowed while the Conn shuts down, so
-// in-flight deliveries can settle.
+// metrics with the clock started at start. The error names the message and
+// where it was going; when ctx ended (before the publish, or before its
+// confirm) it wraps ctx's error, in the same words whatever the transport.
+// The engine's moves call it directly: they are allowed while the Conn
+// shuts down, so in-flight deliveries can settle.
 func (c *Conn) publish(ctx context.Context, msg transport.Message, start int64) error {
-	if err := c.t.Publish(ctx, msg); err != nil {
+	err := ctx.Err()
+	if err == nil {
+		err = c.t.Publish(ctx, msg)
+	}
+	if err != nil {
 		c.metrics.published(ctx, msg.Exchange, publishFailed, sinceSeconds(start))
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return err
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		return fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		return wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 	}
 	c.metrics.published(ctx, msg.Exchange, publishConfirmed, sinceSeconds(start))
 	return nil
@@ -130,7 +135,16 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 	if c.closed.Load() {
 		return ErrClosed
 	}
-	return c.t.Declare(ctx, t...)
+	if err := ctx.Err(); err != nil {
+		return wrapf("declaring: %w", err)
+	}
+	if err := c.t.Declare(ctx, t...); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			return wrapf("declaring: %w", cerr)
+		}
+		return err
+	}
+	return nil
 }
 
 // Health returns nil when the transport is connected and every running
@@ -139,6 +153,9 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 func (c *Conn) Health(ctx context.Context) error {
 	if c.closed.Load() {
 		return ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return wrapf("checking health: %w", err)
 	}
 	return c.t.Health(ctx)
 }

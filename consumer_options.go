@@ -1,6 +1,9 @@
 package acemq
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // ConsumerOption configures a Consumer.
 type ConsumerOption interface{ applyConsumer(*consumerConfig) }
@@ -17,6 +20,7 @@ type consumerConfig struct {
 	quorum      bool
 	noDeclare   bool
 	maxBody     int
+	accept      []string
 	errs        []error
 }
 
@@ -82,8 +86,10 @@ func Quorum() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.quorum = true })
 }
 
-// NoDeclare makes NewConsumer declare nothing: the queue, its .dlq, .parked
-// and retry tiers must exist already.
+// NoDeclare makes NewConsumer (or NewRouter) declare nothing: the queue,
+// its .dlq, .parked and retry tiers must exist already. Run looks for each
+// of them first and fails, naming the ones missing, rather than start and
+// loop on moves no queue can take. Bind is ignored.
 func NoDeclare() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.noDeclare = true })
 }
@@ -97,5 +103,23 @@ func MaxBodySize(n int) ConsumerOption {
 			return
 		}
 		c.maxBody = n
+	})
+}
+
+// AcceptTypes makes a Consumer[T] take messages of the given types too,
+// besides T's own type name (the one a Publisher[T] writes) and messages
+// with no type, which it always takes; it may be given several times.
+// Every name decodes into T. Use it when a type was renamed, or when a
+// producer names its messages otherwise. A Router takes no AcceptTypes:
+// give a route TypeName instead.
+func AcceptTypes(names ...string) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		for _, n := range names {
+			if n == "" {
+				c.errs = append(c.errs, errors.New("acemq: AcceptTypes was given an empty name"))
+				continue
+			}
+			c.accept = append(c.accept, n)
+		}
 	})
 }

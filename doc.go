@@ -33,7 +33,10 @@
 // dead-letters on purpose, and Fatal errors skip the ladder. Each delivery
 // settles into one of five outcomes (acked, retried, rejected,
 // dead_lettered, parked), reported to OnSettled hooks, to WhenSettled
-// callbacks and on the engine's counters.
+// callbacks and on the engine's counters. A Consumer[T] takes messages of
+// T's type name, of the names AcceptTypes adds, and with no type; a queue
+// that carries several types is served by a Router, one typed handler per
+// type (NewRouter, Route), with everything else a Consumer's.
 //
 // # The retry ladder
 //
@@ -42,8 +45,8 @@
 // dead-letters back to {queue}. Only once the broker confirmed the copy is
 // the original acked. When the attempts are spent the message goes to
 // {queue}.dlq; a message that cannot be read at all (bad envelope, unknown
-// content type, a body that does not decode or is too big) goes to
-// {queue}.parked. If a move fails the delivery goes back to its queue: a
+// content type, a body that does not decode or is too big) or is of a type
+// the consumer does not take goes to {queue}.parked. If a move fails the delivery goes back to its queue: a
 // message is never acked before its successor is safe.
 //
 // # Interceptors and middleware

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,8 +72,13 @@ func (ch settlements) none(t *testing.T) {
 	}
 }
 
+// runner is a Consumer or a Router.
+type runner interface {
+	Run(ctx context.Context) error
+}
+
 // run starts c.Run and stops it when the test ends, checking it returned nil.
-func run[T any](t *testing.T, c *acemq.Consumer[T]) {
+func run(t *testing.T, c runner) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -138,3 +144,7 @@ func declareQueueNamed(t *testing.T, c *acemq.Conn, name string) string {
 	require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: name}))
 	return name
 }
+
+// countPrefix counts the acemq: prefixes in an error text; there should be
+// one, at its front.
+func countPrefix(s string) int { return strings.Count(s, "acemq:") }

@@ -158,3 +158,40 @@ func TestMetricsAreRecordedBeforeTheyAreReported(t *testing.T) {
 	assert.Equal(t, 1.0, published, "the publish was counted before Send returned")
 	assert.Equal(t, 1.0, <-counted, "the delivery was counted before OnSettled ran")
 }
+
+// A Router's deliveries are counted and timed as a Consumer's are: the
+// same instruments, the same outcomes, the handler alone timed.
+func TestRouterMetrics(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	got, opt := newSettlements()
+	c := connect(t, opt, acemq.WithMeterProvider(mp))
+	q := acemqtestQueue(t)
+	r := acemq.NewRouter(c, q)
+	acemq.Route(r, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() })
+	acemq.Route(r, func(context.Context, *acemq.Message[Refund]) acemq.Ack { return acemq.Reject(errors.New("no")) })
+	run(t, r)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+	require.NoError(t, acemq.NewPublisher[Refund](c, "", q).Send(ctxT(t), Refund{}))
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q, acemq.TypeName("Unknown")).Send(ctxT(t), OrderPlaced{}))
+	for range 3 {
+		got.next(t)
+	}
+
+	const sys = "messaging.system=rabbitmq "
+	dest := "messaging.destination.name=" + q + " "
+	outcome := func(o string) string { return "messaging.acemq.outcome=" + o + " " }
+	assert.Equal(t, map[string]float64{
+		outcome("acked") + dest + sys:    1,
+		outcome("rejected") + dest + sys: 1,
+		outcome("parked") + dest + sys:   1,
+	}, points(t, reader, "acemq.consume.total"))
+	assert.Equal(t, map[string]float64{
+		outcome("acked") + dest + sys:    1,
+		outcome("rejected") + dest + sys: 1,
+	}, points(t, reader, "acemq.consume.duration"), "a message no route takes reaches no handler")
+	assert.Equal(t, map[string]float64{
+		outcome("rejected") + dest + sys: 1,
+	}, points(t, reader, "acemq.messages.dead.lettered.total"))
+}

@@ -20,11 +20,21 @@ type publisherConfig struct {
 	contentType string
 }
 
-// TypeName sets Envelope.Type for the publisher's messages. The default is
-// the name of T, e.g. "OrderPlaced".
-func TypeName(name string) PublisherOption {
-	return publisherOptionFunc(func(c *publisherConfig) { c.typeName = name })
+// TypeName names a message type instead of T's name (e.g. "OrderPlaced",
+// the default). Given to NewPublisher it sets Envelope.Type of the
+// publisher's messages; given to Route, it is the type the route takes. One
+// value serves as both options.
+func TypeName(name string) interface {
+	PublisherOption
+	RouteOption
+} {
+	return typeNameOption(name)
 }
+
+type typeNameOption string
+
+func (o typeNameOption) applyPublisher(c *publisherConfig) { c.typeName = string(o) }
+func (o typeNameOption) applyRoute(c *routeConfig)         { c.typeName = string(o) }
 
 // SchemaVersion sets Envelope.Version for the publisher's messages. The
 // default is 1; values below 1 are treated as 1.

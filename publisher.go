@@ -30,14 +30,18 @@ type Publisher[T any] struct {
 func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...PublisherOption) *Publisher[T] {
 	p := &Publisher[T]{conn: c, exchange: exchange, key: routingKey}
 	p.cfg.version = 1
-	p.cfg.typeName = typeName[T]()
+	var zero T
+	_, p.raw = any(zero).(Raw)
+	if !p.raw {
+		// Raw bytes are of no type acemq can name: a Publisher[Raw] writes
+		// none unless TypeName gives one.
+		p.cfg.typeName = typeName[T]()
+	}
 	for _, o := range opts {
 		if o != nil {
 			o.applyPublisher(&p.cfg)
 		}
 	}
-	var zero T
-	_, p.raw = any(zero).(Raw)
 	if p.raw && p.cfg.contentType == "" {
 		p.cfg.contentType = rawContentType
 	}

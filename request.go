@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/acemq/acemq/transport"
 )
 
 // Request sends m as PublishRaw does (the publish chain does not run: use
@@ -29,13 +31,17 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 		return nil, err
 	}
 	// The wait for the reply is not the publish's: no duration is recorded.
-	r, err := c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body))
+	err := ctx.Err()
+	var r transport.Message
+	if err == nil {
+		r, err = c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body))
+	}
 	if err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil, fmt.Errorf("acemq: request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			return nil, wrapf("request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), cerr)
 		}
-		return nil, fmt.Errorf("acemq: request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+		return nil, wrapf("request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
 	}
 	c.metrics.published(ctx, m.Exchange, publishConfirmed, -1)
 	env, perr := parseEnvelope(&r)

@@ -93,39 +93,59 @@ func DeadLetterQueue(queue string) string { return queue + ".dlq" }
 // ParkingQueue is the name of queue's parking queue, {queue}.parked.
 func ParkingQueue(queue string) string { return queue + ".parked" }
 
-type ackKind uint8
+// AckKind is what a handler asked for, as Ack.Kind reports it.
+type AckKind uint8
 
+// The kinds of Ack. AckNone is the zero Ack's: the handler did not run, or
+// returned Ack{}.
 const (
-	ackNone ackKind = iota
-	ackDone
-	ackRetry
-	ackReject
-	ackFatal
+	AckNone   AckKind = iota // the zero Ack
+	AckDone                  // Done, or AckOf(nil)
+	AckRetry                 // Retry or RetryAfter, or AckOf of an error not marked Fatal
+	AckReject                // Reject
+	AckFatal                 // AckOf of an error marked with Fatal
 )
+
+// String names the kind: "none", "done", "retry", "reject" or "fatal".
+func (k AckKind) String() string {
+	switch k {
+	case AckDone:
+		return "done"
+	case AckRetry:
+		return "retry"
+	case AckReject:
+		return "reject"
+	case AckFatal:
+		return "fatal"
+	}
+	return "none"
+}
 
 // Ack is what a handler asks for a delivery. Make one with Done, Retry,
 // RetryAfter, Reject or AckOf; the zero Ack means the handler did not run.
+// Kind, Err and Delay read it back, so a handler can be tested by calling
+// it and looking at what it returned, without a broker.
 type Ack struct {
-	kind  ackKind
+	kind  AckKind
 	err   error
 	delay time.Duration
 }
 
 // Done acks the delivery: outcome acked.
-func Done() Ack { return Ack{kind: ackDone} }
+func Done() Ack { return Ack{kind: AckDone} }
 
 // Retry asks for another attempt after the policy's delay: outcome retried,
 // or dead_lettered when the attempts are spent. A Fatal err is dead-lettered
 // at once.
-func Retry(err error) Ack { return Ack{kind: ackRetry, err: err} }
+func Retry(err error) Ack { return Ack{kind: AckRetry, err: err} }
 
 // RetryAfter is Retry with the delay asked for, rounded up to the nearest
 // tier of the policy (or down to the longest, when it exceeds them all).
-func RetryAfter(d time.Duration, err error) Ack { return Ack{kind: ackRetry, err: err, delay: d} }
+func RetryAfter(d time.Duration, err error) Ack { return Ack{kind: AckRetry, err: err, delay: d} }
 
 // Reject sends the delivery to {queue}.dlq at once, on purpose: outcome
 // rejected.
-func Reject(err error) Ack { return Ack{kind: ackReject, err: err} }
+func Reject(err error) Ack { return Ack{kind: AckReject, err: err} }
 
 // AckOf maps an error to an Ack: nil is Done, an error marked with Fatal is
 // dead-lettered at once, anything else is Retry.
@@ -134,7 +154,7 @@ func AckOf(err error) Ack {
 	case err == nil:
 		return Done()
 	case errors.Is(err, ErrFatal):
-		return Ack{kind: ackFatal, err: err}
+		return Ack{kind: AckFatal, err: err}
 	}
 	return Retry(err)
 }
@@ -145,20 +165,12 @@ func (a Ack) Err() error { return a.err }
 // Delay is the delay asked for with RetryAfter, zero otherwise.
 func (a Ack) Delay() time.Duration { return a.delay }
 
-// String names what was asked: "done", "retry", "reject", "fatal" or "none".
-func (a Ack) String() string {
-	switch a.kind {
-	case ackDone:
-		return "done"
-	case ackRetry:
-		return "retry"
-	case ackReject:
-		return "reject"
-	case ackFatal:
-		return "fatal"
-	}
-	return "none"
-}
+// Kind is what was asked for. A Retry of an error marked with Fatal is
+// still AckRetry here, though the engine dead-letters it at once.
+func (a Ack) Kind() AckKind { return a.kind }
+
+// String names what was asked, as AckKind.String does.
+func (a Ack) String() string { return a.kind.String() }
 
 // Outcome is how a delivery was settled. The same word is used by the
 // counters, the spans and the settlements.
@@ -181,7 +193,7 @@ type Settlement struct {
 	Reason   string        // why, for every outcome but acked
 	Delay    time.Duration // the retry delay chosen; zero otherwise
 	Attempt  int           // the attempt of the delivery that settled (1 for the first)
-	Ack      Ack           // what the handler asked for (zero when it did not run)
+	Ack      Ack           // what the handler asked for (Kind AckNone when it did not run)
 }
 
 // DeadLetters reports whether the delivery went to the dead-letter queue:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -22,19 +23,19 @@ type verdict struct {
 
 // judge turns what the handler asked for into a verdict, applying the
 // retry policy.
-func (c *Consumer[T]) judge(env *Envelope, ack Ack, panicked any) verdict {
+func (c *engine) judge(env *Envelope, ack Ack, panicked any) verdict {
 	if panicked != nil {
 		return verdict{outcome: OutcomeRejected, reason: fmt.Sprintf("the handler panicked: %v", panicked), ack: ack}
 	}
 	v := verdict{ack: ack}
 	switch ack.kind {
-	case ackDone:
+	case AckDone:
 		v.outcome = OutcomeAcked
-	case ackReject:
+	case AckReject:
 		v.outcome, v.reason = OutcomeRejected, "the handler rejected it: "+errText(ack.err)
-	case ackFatal:
+	case AckFatal:
 		v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
-	case ackRetry:
+	case AckRetry:
 		switch {
 		case errors.Is(ack.err, ErrFatal):
 			v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
@@ -65,7 +66,7 @@ func errText(err error) string {
 // settle carries out a verdict: moves the message where it goes (confirmed
 // before the original is acked), records the metrics and runs the
 // callbacks. A move that fails returns the delivery to its queue.
-func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64) {
+func (c *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64) {
 	env := ds.env
 	v.reason = clipReason(v.reason)
 	s := Settlement{
@@ -84,7 +85,7 @@ func (c *Consumer[T]) settle(ctx context.Context, d transport.Delivery, ds *deli
 		sleepCtx(ctx, pause)
 		_ = d.Nack(true)
 		s.Outcome = ""
-		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %v", c.target(v), c.queue, err)
+		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, strings.TrimPrefix(err.Error(), "acemq: "))
 		c.runCallbacks(ctx, ds, s, false)
 		return
 	}
@@ -107,7 +108,7 @@ const (
 // moveBackoff records a move that failed (or, with failed false, one that
 // worked) and returns how long to pause: doubling from minMovePause with
 // each consecutive failure, up to maxMovePause.
-func (c *Consumer[T]) moveBackoff(failed bool) time.Duration {
+func (c *engine) moveBackoff(failed bool) time.Duration {
 	if !failed {
 		c.moveFailures.Store(0)
 		return 0
@@ -144,7 +145,7 @@ func clipReason(s string) string {
 }
 
 // target is the queue a verdict moves the message to.
-func (c *Consumer[T]) target(v verdict) string {
+func (c *engine) target(v verdict) string {
 	switch v.outcome {
 	case OutcomeRetried:
 		return RetryQueue(c.queue, v.delay)
@@ -156,7 +157,7 @@ func (c *Consumer[T]) target(v verdict) string {
 
 // move republishes the message to the verdict's queue and, once the broker
 // confirmed it, acks the original.
-func (c *Consumer[T]) move(ctx context.Context, d transport.Delivery, env *Envelope, v verdict) error {
+func (c *engine) move(ctx context.Context, d transport.Delivery, env *Envelope, v verdict) error {
 	target := c.target(v)
 	var msg transport.Message
 	if v.original {
@@ -196,7 +197,7 @@ func (c *Consumer[T]) move(ctx context.Context, d transport.Delivery, env *Envel
 // runCallbacks runs the delivery's WhenSettled callbacks, last first, and
 // then, for a real settlement, the Conn's OnSettled hooks. A panicking
 // callback is logged and the rest still run.
-func (c *Consumer[T]) runCallbacks(ctx context.Context, ds *delivery, s Settlement, hooks bool) {
+func (c *engine) runCallbacks(ctx context.Context, ds *delivery, s Settlement, hooks bool) {
 	ds.mu.Lock()
 	cbs := ds.callbacks
 	ds.callbacks = nil
@@ -211,7 +212,7 @@ func (c *Consumer[T]) runCallbacks(ctx context.Context, ds *delivery, s Settleme
 	}
 }
 
-func (c *Consumer[T]) safeCallback(ctx context.Context, fn func(context.Context, Settlement), s Settlement) {
+func (c *engine) safeCallback(ctx context.Context, fn func(context.Context, Settlement), s Settlement) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.conn.cfg.logger.Error("acemq: a settlement callback panicked", "queue", c.queue, "panic", fmt.Sprint(r))

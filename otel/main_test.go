@@ -71,8 +71,8 @@ func (r *rig) consume(t *testing.T, queue string, h acemq.Handler[OrderPlaced]) 
 	runConsumer(t, cons)
 }
 
-// runConsumer runs cons until the test ends.
-func runConsumer(t *testing.T, cons *acemq.Consumer[OrderPlaced]) {
+// runConsumer runs cons, a Consumer or a Router, until the test ends.
+func runConsumer(t *testing.T, cons interface{ Run(context.Context) error }) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

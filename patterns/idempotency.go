@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/errtext"
 )
 
 // IdempotencyStore remembers which message keys have been handled. Claim,
@@ -156,7 +157,7 @@ func guard[T any](ctx context.Context, store IdempotencyStore, cfg *idempotencyC
 	}
 	res, err := store.Claim(ctx, key, cfg.lease)
 	if err != nil {
-		return acemq.Retry(fmt.Errorf("acemq: claiming idempotency key %q: %w", key, err))
+		return acemq.Retry(errtext.Errorf("claiming idempotency key %q: %w", key, err))
 	}
 	switch res {
 	case Duplicate:
@@ -189,7 +190,7 @@ func guard[T any](ctx context.Context, store IdempotencyStore, cfg *idempotencyC
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := store.Complete(cctx, key, cfg.keep); err != nil {
-		return acemq.Retry(fmt.Errorf("acemq: recording idempotency key %q as handled: %w", key, err))
+		return acemq.Retry(errtext.Errorf("recording idempotency key %q as handled: %w", key, err))
 	}
 	return acemq.Done()
 }

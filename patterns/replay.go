@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -26,8 +27,16 @@ func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
 
 type replayConfig struct {
 	filter   func(*acemq.Envelope) bool
+	progress func(ReplayReport)
 	limit    int
 	interval time.Duration
+}
+
+// Progress calls fn with the counts so far after each message the replay
+// took, on the replay's goroutine; fn must be quick. A tool uses it to
+// report a long replay while it runs. A nil fn is ignored.
+func Progress(fn func(ReplayReport)) ReplayOption {
+	return replayOptionFunc(func(c *replayConfig) { c.progress = fn })
 }
 
 // Filter moves only the messages fn accepts; the others stay on the source
@@ -94,7 +103,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 	}
 	t := c.Transport()
 	if _, err := t.Inspect(ctx, to); err != nil {
-		return rep, fmt.Errorf("acemq: replay to %q: %w", to, err)
+		return rep, errtext.Errorf("replay to %q: %w", to, err)
 	}
 	r := replayer{c: c, t: t, from: from, to: to, cfg: &cfg}
 	defer r.putBack()
@@ -114,15 +123,18 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			return rep, fmt.Errorf("acemq: replay from %q: %w", from, err)
+			return rep, errtext.Errorf("replay from %q: %w", from, err)
 		}
 		if !ok {
 			break
 		}
 		r.one(ctx, d, &rep)
+		if cfg.progress != nil {
+			cfg.progress(rep)
+		}
 	}
 	if r.firstErr != nil {
-		return rep, fmt.Errorf("acemq: replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
+		return rep, errtext.Errorf("replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
 			from, to, rep.Failed, from, r.firstErr)
 	}
 	return rep, nil

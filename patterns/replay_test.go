@@ -201,3 +201,19 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestReplayProgress(t *testing.T) {
+	t.Parallel()
+	c := connect(t, brokers[0].url(t))
+	dlq, work := queue(t, c, "dlq"), queue(t, c, "work")
+	seed(t, c, dlq, 4)
+	var seen []patterns.ReplayReport
+	odd := func(e *acemq.Envelope) bool { n, _ := e.Headers["x-n"].(int32); return n%2 == 1 }
+	rep, err := patterns.Replay(ctxT(t), c, dlq, work, patterns.Filter(odd),
+		patterns.Progress(func(r patterns.ReplayReport) { seen = append(seen, r) }))
+	require.NoError(t, err)
+	assert.Equal(t, []patterns.ReplayReport{
+		{Skipped: 1}, {Moved: 1, Skipped: 1}, {Moved: 1, Skipped: 2}, {Moved: 2, Skipped: 2},
+	}, seen, "one call per message taken, with the counts so far")
+	assert.Equal(t, seen[len(seen)-1], rep)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/internal/extend"
 	"github.com/google/uuid"
 )
@@ -74,7 +75,7 @@ func Forward[T any](c *acemq.Conn) acemq.Middleware[T] {
 				return acemq.Retry(errors.New("acemq: patterns.Forward was given a nil Conn"))
 			}
 			if err := forward(ctx, c, m, slip[0], slip[1:]); err != nil {
-				return acemq.Retry(fmt.Errorf("acemq: forwarding message %s to the next step %q: %w", m.Envelope.ID, slip[0], err))
+				return acemq.Retry(errtext.Errorf("forwarding message %s to the next step %q: %w", m.Envelope.ID, slip[0], err))
 			}
 			return ack
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/transport"
 )
 
 func TestStats(t *testing.T) {
@@ -51,6 +52,26 @@ func TestStatsOfMissingQueue(t *testing.T) {
 	}
 	if n := strings.Count(r.stdout, "absent"); n != 7 {
 		t.Errorf("%d queues shown absent, want 7 (work, dlq, parked, 4 tiers):\n%s", n, r.stdout)
+	}
+	want := "no retry tiers of ghost found; looked for ghost.retry.1s, ghost.retry.5s, ghost.retry.30s, ghost.retry.2m0s. " +
+		"A consumer with other retry delays has other tiers: name them with -delays"
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("the output does not say which tiers it looked for and how to name others:\n%s", r.stdout)
+	}
+	r = runCLI(t, "-url", acemqtest.Memory(t), "stats", "ghost", "-delays", "10s")
+	if !strings.Contains(r.stdout, "ghost.retry.5s, ghost.retry.10s, ghost.retry.30s") {
+		t.Errorf("the names looked for do not include the -delays tier:\n%s", r.stdout)
+	}
+}
+
+func TestStatsSaysNothingWhenTiersAreFound(t *testing.T) {
+	t.Parallel()
+	u := acemqtest.Memory(t)
+	q := acemqtest.QueueName(t, "found")
+	deadLetters(t, u, q, "A")
+	r := runCLI(t, "-url", u, "stats", q)
+	if r.code != exitOK || strings.Contains(r.stdout, "no retry tiers") {
+		t.Errorf("exit status %d; a note about missing tiers where there are some:\n%s", r.code, r.stdout)
 	}
 }
 
@@ -160,18 +181,25 @@ func TestReplay(t *testing.T) {
 				name       string
 				args       []string
 				report     string
+				code       int
+				stderr     string
 				work, left int // ready on q and on dlq afterwards
 			}{
-				{"one type, limited", []string{"-type", "OrderPlaced", "-limit", "2"}, "moved 2, skipped 1, failed 0", 2, 2},
-				{"the rest of that type", []string{"-type", "OrderPlaced,OrderShipped"}, "moved 1, skipped 1, failed 0", 3, 1},
-				{"everything, paced", []string{"-rate", "50", "-progress", "1ms"}, "moved 1, skipped 0, failed 0", 4, 0},
-				{"nothing left", nil, "moved 0, skipped 0, failed 0", 4, 0},
+				{"one type, limited", []string{"-type", "OrderPlaced", "-limit", "2"}, "moved 2, skipped 1, failed 0", exitOK, "", 2, 2},
+				{"a type there is none of", []string{"-type", "Nope"}, "moved 0, skipped 2, failed 0", exitFailure,
+					"acemq: replay: no message on " + dlq + " is of type Nope (2 looked at, all left where they were)", 2, 2},
+				{"the rest of that type", []string{"-type", "OrderPlaced,OrderShipped"}, "moved 1, skipped 1, failed 0", exitOK, "", 3, 1},
+				{"everything, paced", []string{"-rate", "50", "-progress", "1ms"}, "moved 1, skipped 0, failed 0", exitOK, "", 4, 0},
+				{"nothing left", nil, "moved 0, skipped 0, failed 0", exitOK, "", 4, 0},
 			}
 			for _, tt := range tests { // in order: each starts where the last ended
 				args := append([]string{"-url", u, "replay", dlq, q}, tt.args...)
 				r := runCLI(t, args...)
-				if r.code != exitOK {
-					t.Fatalf("%s: exit status %d; stderr:\n%s", tt.name, r.code, r.stderr)
+				if r.code != tt.code {
+					t.Fatalf("%s: exit status %d, want %d; stderr:\n%s", tt.name, r.code, tt.code, r.stderr)
+				}
+				if !strings.Contains(r.stderr, tt.stderr) {
+					t.Errorf("%s: stderr does not say %q:\n%s", tt.name, tt.stderr, r.stderr)
 				}
 				if !strings.Contains(r.stdout, tt.report) {
 					t.Errorf("%s: the report is not %q:\n%s", tt.name, tt.report, r.stdout)
@@ -200,7 +228,7 @@ func TestReplayProgressAndInterrupt(t *testing.T) {
 	if code != exitFailure {
 		t.Errorf("an interrupted replay exits %d, want 1", code)
 	}
-	if !strings.Contains(errOut.String(), "replay: 1 taken of 6") {
+	if !strings.Contains(errOut.String(), "replay: moved 1, skipped 0, failed 0 (of 6 ready at the start)") {
 		t.Errorf("no progress line on stderr:\n%s", errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "acemq: replay interrupted") {
@@ -243,5 +271,74 @@ func TestReplayStopsBeforeHoldingTooMany(t *testing.T) {
 	}
 	if n := ready(t, mq, "work.dlq"); n != len(bodies) {
 		t.Errorf("%d messages on work.dlq, want all %d", n, len(bodies))
+	}
+}
+
+func TestReplayToAMissingQueueFailsBeforeAnyCount(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			u := b.url(t)
+			q := acemqtest.QueueName(t, "nowhere")
+			mq := deadLetters(t, u, q, "A", "A")
+			dlq := acemq.DeadLetterQueue(q)
+			missing := acemqtest.QueueName(t, "missing")
+			r := runCLI(t, "-url", u, "replay", dlq, missing)
+			if r.code != exitFailure {
+				t.Errorf("exit status %d, want 1", r.code)
+			}
+			if r.stdout != "" {
+				t.Errorf("counts printed before the error:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stderr, missing) {
+				t.Errorf("the error does not name %s:\n%s", missing, r.stderr)
+			}
+			if n := ready(t, mq, dlq); n != 2 {
+				t.Errorf("%d messages on %s, want both left in place", n, dlq)
+			}
+		})
+	}
+}
+
+func TestPeekHidesBrokerBookkeepingUnlessVerbose(t *testing.T) {
+	t.Parallel()
+	u := acemqtest.Memory(t)
+	q := acemqtest.QueueName(t, "bookkeeping")
+	ctx := context.Background()
+	mq, err := acemq.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mq.Close() })
+	if err := mq.Declare(ctx, acemq.Queue{Name: q}); err != nil {
+		t.Fatal(err)
+	}
+	err = mq.Transport().Publish(ctx, transport.Message{RoutingKey: q, ContentType: "application/json", Body: []byte("{}"), Headers: map[string]any{
+		"x-death":              []any{map[string]any{"count": int64(1), "queue": "orders", "reason": "rejected"}},
+		"x-first-death-queue":  "orders",
+		"x-first-death-reason": "rejected",
+		"x-tenant":             "acme",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "-url", u, "peek", q)
+	for _, want := range []string{"x-tenant = acme", "broker       3 bookkeeping headers hidden (x-death, x-first-death-queue, x-first-death-reason); -v shows them"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("peek does not show %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "x-first-death-queue =") {
+		t.Errorf("peek shows a bookkeeping header without -v:\n%s", r.stdout)
+	}
+	r = runCLI(t, "-url", u, "peek", q, "-v")
+	for _, want := range []string{"x-tenant = acme", "x-first-death-queue = orders", "x-first-death-reason = rejected", "x-death = "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("peek -v does not show %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "hidden") {
+		t.Errorf("peek -v still hides headers:\n%s", r.stdout)
 	}
 }

@@ -28,6 +28,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 	fs := c.flags("peek", "QUEUE", "Show the envelopes of the messages at the head of QUEUE; nothing is consumed.")
 	n := fs.Int("n", 10, fmt.Sprintf("how many messages to show, 1 to %d", maxPeek))
 	bodyMax := fs.Int("body", 200, "show at most this many `bytes` of each body (0 hides bodies)")
+	verbose := fs.Bool("v", false, "also show the broker's bookkeeping headers (x-death, x-first-death-*, x-last-death-*, x-delivery-count)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 		return nil
 	}
 	for i, d := range held {
-		printMessage(c.stdout, i+1, len(held), d, *bodyMax)
+		printMessage(c.stdout, i+1, len(held), d, *bodyMax, *verbose)
 	}
 	fmt.Fprintf(c.stdout, "%s shown; put back on %s\n", plural(len(held), "message"), queue)
 	return nil
@@ -86,7 +87,9 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 
 // printMessage writes one delivery's envelope, headers and body. Every
 // string from the message is made safe for a terminal first.
-func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int) {
+// Unless verbose, the broker's bookkeeping headers are left out and
+// counted, so the application's headers stand out.
+func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verbose bool) {
 	env, perr := acemq.EnvelopeOf(d.Message)
 	fmt.Fprintf(w, "--- %d of %d\n", i, n)
 	field := func(name, value string) {
@@ -112,13 +115,29 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int) {
 	if d.Redelivered {
 		field("redelivered", "yes")
 	}
+	var hidden []string
 	for _, k := range slices.Sorted(maps.Keys(env.Headers)) {
+		if !verbose && brokerHeader(k) {
+			hidden = append(hidden, k)
+			continue
+		}
 		field("header", k+" = "+clip(fmt.Sprint(env.Headers[k]), 120))
+	}
+	if len(hidden) > 0 {
+		field("broker", fmt.Sprintf("%s hidden (%s); -v shows them", plural(len(hidden), "bookkeeping header"), strings.Join(hidden, ", ")))
 	}
 	if bodyMax > 0 {
 		body := clip(string(d.Body), bodyMax)
 		fmt.Fprintf(w, "  %-12s %s\n", "body", safe(body))
 	}
+}
+
+// brokerHeader reports a header RabbitMQ adds for its own bookkeeping when
+// it dead-letters or redelivers a message, rather than the application's.
+func brokerHeader(name string) bool {
+	name = strings.ToLower(name)
+	return name == "x-death" || name == "x-delivery-count" ||
+		strings.HasPrefix(name, "x-first-death-") || strings.HasPrefix(name, "x-last-death-")
 }
 
 // clip cuts s to at most limit bytes, at a rune boundary, saying how much

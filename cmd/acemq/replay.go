@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,32 +60,39 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
+	// The target must exist before anything is taken or counted: a replay
+	// into nowhere should say so, not report a run of failures.
+	if _, err := mq.Transport().Inspect(ctx, to); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
 	fmt.Fprintf(c.stdout, "replaying from %s (%d ready) to %s\n", from, info.Messages, to)
 
-	// The filter sees every message Replay takes whose envelope reads:
-	// counting there is the progress. It also ends the replay, through
-	// rctx, once it has left too many messages in place.
+	// The filter ends the replay, through rctx, once it has left too many
+	// messages in place; Progress keeps the counts the progress line shows.
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var seen, chosen atomic.Int64
+	var moved, skipped, failed atomic.Int64
 	opts := []patterns.ReplayOption{
 		patterns.Filter(func(e *acemq.Envelope) bool {
-			n := seen.Add(1)
 			if want != nil && !want[e.Type] {
-				if n-chosen.Load() >= maxSkipped {
+				if skipped.Load()+1 >= maxSkipped {
 					cancel(errTooManySkipped)
 				}
 				return false
 			}
-			chosen.Add(1)
 			return true
+		}),
+		patterns.Progress(func(r patterns.ReplayReport) {
+			moved.Store(int64(r.Moved))
+			skipped.Store(int64(r.Skipped))
+			failed.Store(int64(r.Failed))
 		}),
 		patterns.Limit(*limit),
 		patterns.Rate(*rate),
 	}
 	stop := c.progress(*every, func() string {
-		return fmt.Sprintf("replay: %d taken of %d, %d chosen to move, %d left where they were",
-			seen.Load(), info.Messages, chosen.Load(), seen.Load()-chosen.Load())
+		return fmt.Sprintf("replay: moved %d, skipped %d, failed %d (of %d ready at the start)",
+			moved.Load(), skipped.Load(), failed.Load(), info.Messages)
 	})
 	rep, err := patterns.Replay(rctx, mq, from, to, opts...)
 	stop()
@@ -96,6 +105,9 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("replay interrupted: %d moved; what was not moved is still on %s", rep.Moved, from)
 	case err != nil:
 		return err
+	case want != nil && rep.Moved == 0 && rep.Failed == 0:
+		return fmt.Errorf("replay: no message on %s is of type %s (%d looked at, all left where they were)",
+			from, strings.Join(slices.Sorted(maps.Keys(want)), " or "), rep.Skipped)
 	}
 	return nil
 }

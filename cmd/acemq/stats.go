@@ -37,12 +37,20 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tROLE\tREADY\tCONSUMERS")
+	var notes []string
 	for _, q := range queues {
+		var tiers, absentTiers []string
 		for _, m := range family(q, slices.Concat(acemq.DefaultRetryPolicy().Delays, delays)) {
 			info, err := mq.Transport().Inspect(ctx, m.name)
+			if m.tier {
+				tiers = append(tiers, m.name)
+			}
 			switch {
 			case errors.Is(err, transport.ErrNotFound):
 				fmt.Fprintf(tw, "%s\t%s\tabsent\t\n", m.name, m.role)
+				if m.tier {
+					absentTiers = append(absentTiers, m.name)
+				}
 			case err != nil:
 				_ = tw.Flush()
 				return fmt.Errorf("stats: %w", err)
@@ -50,25 +58,39 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", m.name, m.role, info.Messages, info.Consumers)
 			}
 		}
+		if len(tiers) > 0 && len(absentTiers) == len(tiers) {
+			notes = append(notes, fmt.Sprintf("no retry tiers of %s found; looked for %s. "+
+				"A consumer with other retry delays has other tiers: name them with -delays (say -delays 10s,1m)",
+				q, strings.Join(tiers, ", ")))
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(c.stdout, n)
+	}
+	return nil
 }
 
 // member is one queue of a work queue's family and what it is for.
-type member struct{ name, role string }
+type member struct {
+	name, role string
+	tier       bool // a retry tier, found by a guessed delay
+}
 
 // family lists queue, its dead-letter and parking queues and one retry
 // tier per distinct delay, shortest first, as NewConsumer declares them.
 func family(queue string, delays []time.Duration) []member {
 	f := []member{
-		{queue, "work"},
-		{acemq.DeadLetterQueue(queue), "dead letters"},
-		{acemq.ParkingQueue(queue), "parked"},
+		{queue, "work", false},
+		{acemq.DeadLetterQueue(queue), "dead letters", false},
+		{acemq.ParkingQueue(queue), "parked", false},
 	}
 	ds := slices.Clone(delays)
 	slices.Sort(ds)
 	for _, d := range slices.Compact(ds) {
-		f = append(f, member{acemq.RetryQueue(queue, d), "retry after " + d.String()})
+		f = append(f, member{acemq.RetryQueue(queue, d), "retry after " + d.String(), true})
 	}
 	return f
 }

@@ -62,8 +62,10 @@ func hostileCases() []hostileCase {
 			outcome: acemq.OutcomeParked, reason: "the body does not decode as application/json into Order: invalid character '<'"},
 		{name: "wrong content type", p: amqp.Publishing{ContentType: "application/xml", Body: body},
 			outcome: acemq.OutcomeParked, reason: `no codec for content type "application/xml"`},
-		{name: "missing content type", p: amqp.Publishing{Body: body},
-			outcome: acemq.OutcomeParked, reason: "the message has no content type"},
+		{name: "missing content type (decoded with the Conn's codec)", p: amqp.Publishing{Body: body},
+			outcome: acemq.OutcomeAcked, check: func(t *testing.T, m *acemq.Message[Order]) {
+				assert.Equal(t, "h", m.Payload.ID)
+			}},
 		{name: "empty body", p: amqp.Publishing{ContentType: json},
 			outcome: acemq.OutcomeParked, reason: "the body does not decode as application/json into Order: unexpected end of JSON input"},
 		{name: "body over MaxBodySize", p: amqp.Publishing{ContentType: json, Body: make([]byte, hostileMaxBody+1)},

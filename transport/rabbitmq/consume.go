@@ -126,7 +126,7 @@ func (t *Transport) pause(ctx context.Context, d time.Duration) bool {
 func (t *Transport) startConsumer(ctx context.Context, s *session, queue string, prefetch int) (*consumerChannel, <-chan amqp.Delivery, chan *amqp.Error, error) {
 	ch, err := s.conn.Channel()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("acemq: rabbitmq consume from queue %q: opening a channel: %w", queue, t.scrub(err))
+		return nil, nil, nil, errorf("rabbitmq consume from queue %q: opening a channel: %w", queue, t.scrub(err))
 	}
 	// The calls below wait for the broker; ctx ending closes the channel
 	// under them so they return.

@@ -421,5 +421,5 @@ func (t *Transport) isClosed() bool {
 }
 
 func errClosed(op string) error {
-	return fmt.Errorf("acemq: rabbitmq %s: %w", op, transport.ErrClosed)
+	return errorf("rabbitmq %s: %w", op, transport.ErrClosed)
 }

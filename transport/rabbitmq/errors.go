@@ -9,8 +9,13 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
+
+// errorf is fmt.Errorf with one "acemq: " prefix in the text, however many
+// of the wrapped causes (the transport's sentinels among them) carry one.
+var errorf = errtext.Errorf
 
 // ctxError reports that ctx ended while op waited; errors.Is matches
 // ctx.Err() (context.Canceled or context.DeadlineExceeded).
@@ -47,11 +52,11 @@ func isSoftError(err error) bool {
 func classify(op, kind, name string, err error) error {
 	switch amqpCode(err) {
 	case amqp.NotFound:
-		return fmt.Errorf("acemq: rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
+		return errorf("rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
 	case amqp.PreconditionFailed:
-		return fmt.Errorf("acemq: rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
+		return errorf("rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
 	}
-	return fmt.Errorf("acemq: rabbitmq %s %s %q: %w", op, kind, name, err)
+	return errorf("rabbitmq %s %s %q: %w", op, kind, name, err)
 }
 
 // names reports whether a broker error's text names the entity, as in

@@ -90,7 +90,7 @@ func (g *getChannel) channel(s *session, queue string, check func() error) (*amq
 			case <-s.done:
 				return nil, errSessionGone
 			default:
-				return nil, fmt.Errorf("acemq: opening a channel for get: %w", err)
+				return nil, errorf("opening a channel for get: %w", err)
 			}
 		}
 		g.sess, g.ch, g.known = s, ch, map[string]bool{}
@@ -138,7 +138,7 @@ func (g *getAcker) settle(tag uint64, send func() error) error {
 	g.once.Do(func() {
 		first = true
 		if e := send(); e != nil {
-			err = fmt.Errorf("acemq: rabbitmq delivery %d from queue %q is stale: its channel is gone, and the broker redelivers it: %w", tag, g.queue, e)
+			err = errorf("rabbitmq delivery %d from queue %q is stale: its channel is gone, and the broker redelivers it: %w", tag, g.queue, e)
 		}
 	})
 	if !first {

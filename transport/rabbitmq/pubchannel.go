@@ -3,7 +3,6 @@ package rabbitmq
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 
@@ -193,7 +192,7 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	switch {
 	case r == nil:
 	case !c.Ack:
-		pc.t.complete(r, fmt.Errorf("acemq: rabbitmq %s: %w", r.what(), transport.ErrNacked))
+		pc.t.complete(r, errorf("rabbitmq %s: %w", r.what(), transport.ErrNacked))
 	default:
 		pc.t.complete(r, r.returned)
 	}
@@ -223,7 +222,7 @@ func (pc *pubChannel) markReturned(ret amqp.Return) {
 	if best == 0 {
 		return
 	}
-	pc.inflight[best].returned = fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w (%d %s)",
+	pc.inflight[best].returned = errorf("rabbitmq publish to exchange %q, routing key %q: %w (%d %s)",
 		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
 }
 

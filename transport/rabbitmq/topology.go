@@ -236,13 +236,13 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 		if ch == nil {
 			c, err := s.conn.Channel()
 			if err != nil {
-				return fmt.Errorf("acemq: rabbitmq declaring the topology again: %w", t.scrub(err))
+				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
 			}
 			ch = c
 		}
 		if err := declareOne(ch, it); err != nil {
 			if ctx.Err() != nil || s.conn.IsClosed() {
-				return fmt.Errorf("acemq: rabbitmq declaring the topology again: %w", t.scrub(err))
+				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
 			}
 			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
 			_ = ch.Close()

@@ -1,0 +1,306 @@
+package acemq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// engine is what a Consumer and a Router share: one queue, its ladder, the
+// workers, the consume chain and the settlement of every delivery. It knows
+// nothing of payload types; the typed part of a delivery (the decode and the
+// handler) is a route it picks by the envelope's type. Run, the worker loop
+// and the subscription live here, once, for both: whatever stops and
+// restarts taking deliveries (a pause) belongs in run, beside the one
+// Consume call, and serves a Consumer and a Router alike.
+type engine struct {
+	conn   *Conn
+	queue  string
+	who    string // "consumer" or "router", for errors
+	cfg    consumerConfig
+	policy RetryPolicy
+	tiers  []time.Duration
+	// declareErr is what declaring the topology met, for Run to report when
+	// the constructor could not return it (NewRouter).
+	declareErr error
+
+	running      atomic.Bool
+	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
+
+	// The routing table, fixed while Run runs: routes by type name, the
+	// route for a message without a type (or for any type, with takesAll),
+	// and what a refusal names.
+	routes   map[string]route
+	fallback route
+	takesAll bool
+	takes    string // the consumer's type names, quoted: "OrderPlaced"
+}
+
+// route is the typed part of a delivery: decode the body into its T, run
+// its handler and judge what it asked for. It returns the verdict and the
+// handler's time in seconds (negative when the handler did not run).
+type route interface {
+	serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64)
+}
+
+// typedRoute is a Handler[T] with what it takes to decode for it.
+type typedRoute[T any] struct {
+	handler Handler[T]
+	name    string // T's name, for reasons
+}
+
+func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
+	// The body decodes straight into the Message: one allocation, not two.
+	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
+	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
+		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
+	}
+	start := nowNano()
+	ack, panicked := r.call(ctx, m)
+	return e.judge(env, ack, panicked), sinceSeconds(start)
+}
+
+// call runs the handler, turning a panic into its value.
+func (r *typedRoute[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+		}
+	}()
+	return r.handler(ctx, m), nil
+}
+
+// newEngine applies opts and, unless NoDeclare, declares the queue's
+// topology. A configuration error is returned; a declaration error too,
+// and kept in declareErr.
+func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, error) {
+	if c == nil {
+		return nil, fmt.Errorf("acemq: the %s was given a nil Conn", who)
+	}
+	if queue == "" {
+		return nil, fmt.Errorf("acemq: the %s was given an empty queue name", who)
+	}
+	cfg := consumerConfig{concurrency: 1, maxBody: DefaultMaxBodySize}
+	for _, o := range opts {
+		if o != nil {
+			o.applyConsumer(&cfg)
+		}
+	}
+	if len(cfg.errs) > 0 {
+		return nil, wrapf("%s of %q: %w", who, queue, errors.Join(cfg.errs...))
+	}
+	if cfg.prefetch == 0 {
+		cfg.prefetch = max(64, 2*cfg.concurrency)
+	}
+	policy := c.cfg.policy
+	if cfg.policy != nil {
+		policy = *cfg.policy
+	}
+	e := &engine{conn: c, queue: queue, who: who, cfg: cfg, policy: policy, tiers: policy.tiers()}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if !cfg.noDeclare {
+		ctx, cancel := context.WithTimeout(context.Background(), declareTimeout)
+		defer cancel()
+		if err := c.t.Declare(ctx, e.topology()...); err != nil {
+			e.declareErr = wrapf("declaring the queues of %s %q: %w", who, queue, err)
+			return e, e.declareErr
+		}
+	}
+	return e, nil
+}
+
+// declareTimeout bounds the declarations of NewConsumer and NewRouter.
+const declareTimeout = 30 * time.Second
+
+// topology is what the constructor declares.
+func (e *engine) topology() []Topology {
+	main := Queue{Name: e.queue, Quorum: e.cfg.quorum}
+	if e.cfg.quorum {
+		main.Args = map[string]any{
+			"x-delivery-limit":          int64(e.policy.MaxAttempts + 20),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": DeadLetterQueue(e.queue),
+		}
+	}
+	t := []Topology{
+		main,
+		Queue{Name: DeadLetterQueue(e.queue), Quorum: e.cfg.quorum},
+		Queue{Name: ParkingQueue(e.queue), Quorum: e.cfg.quorum},
+	}
+	for _, d := range e.tiers {
+		t = append(t, Queue{Name: RetryQueue(e.queue, d), Args: map[string]any{
+			"x-message-ttl":             d.Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": e.queue,
+		}})
+	}
+	for _, b := range e.cfg.bindings {
+		b.Queue = e.queue
+		t = append(t, b)
+	}
+	return t
+}
+
+// ladder is every queue a delivery of this engine can be moved to, and the
+// queue itself first.
+func (e *engine) ladder() []string {
+	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
+	for _, d := range e.tiers {
+		names = append(names, RetryQueue(e.queue, d))
+	}
+	return names
+}
+
+// checkLadder looks, passively, for the queue and its ladder queues, and
+// fails naming the ones that do not exist. It is what NoDeclare does at Run
+// instead of declaring: without it a move to a missing queue would fail
+// and come back for as long as the consumer runs.
+func (e *engine) checkLadder(ctx context.Context) error {
+	var missing []string
+	for _, name := range e.ladder() {
+		_, err := e.conn.t.Inspect(ctx, name)
+		switch {
+		case errors.Is(err, transport.ErrNotFound):
+			missing = append(missing, name)
+		case err != nil:
+			return wrapf("%s of %q: looking for queue %q: %w", e.who, e.queue, name, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("acemq: %s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
+			e.who, e.queue, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// run consumes until ctx ends; see Consumer.Run. setup, when given, runs
+// first, once the engine is known not to be running already: the Router
+// builds its routing table there.
+func (e *engine) run(ctx context.Context, setup func() error) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("acemq: the %s of %q is already running", e.who, e.queue)
+	}
+	defer e.running.Store(false)
+	if e.declareErr != nil {
+		return e.declareErr
+	}
+	if setup != nil {
+		if err := setup(); err != nil {
+			return err
+		}
+	}
+	if e.cfg.noDeclare {
+		if err := e.checkLadder(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	if !e.conn.startConsumer() {
+		return ErrClosed
+	}
+	defer e.conn.consumers.Done()
+
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
+	defer context.AfterFunc(e.conn.stopping, stopConsuming)()
+
+	handlerCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	defer context.AfterFunc(e.conn.closing, abort)()
+
+	jobs := make(chan transport.Delivery, e.cfg.prefetch)
+	var workers sync.WaitGroup
+	for range e.cfg.concurrency {
+		workers.Go(func() {
+			for d := range jobs {
+				if consumeCtx.Err() != nil {
+					_ = d.Nack(true) // prefetched, not started: back to the queue
+					continue
+				}
+				e.process(handlerCtx, d)
+			}
+		})
+	}
+	err := e.conn.t.Consume(consumeCtx, e.queue, e.cfg.prefetch, func(d transport.Delivery) { jobs <- d })
+	close(jobs)
+	workers.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case e.conn.stopping.Err() != nil:
+		return ErrClosed
+	case err != nil:
+		return wrapf("consuming %q: %w", e.queue, err)
+	}
+	return nil
+}
+
+// pick chooses the route for a message of type typ, or says why there is
+// none.
+func (e *engine) pick(typ string) (route, string) {
+	if r, ok := e.routes[typ]; ok {
+		return r, ""
+	}
+	if e.fallback != nil && (typ == "" || e.takesAll) {
+		return e.fallback, ""
+	}
+	if e.takes == "" {
+		return nil, fmt.Sprintf("no handler for type %q on queue %q", typ, e.queue)
+	}
+	return nil, fmt.Sprintf("the message is of type %q; this consumer takes %s", typ, e.takes)
+}
+
+// process takes one delivery from parse to settlement.
+func (e *engine) process(ctx context.Context, d transport.Delivery) {
+	env, perr := parseEnvelope(&d.Message)
+	ds := &delivery{Context: ctx, env: env}
+	ctx = ds
+
+	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
+		cc := consumeContexts.Get().(*ConsumeContext)
+		*cc = ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
+		reason := runConsumeChain(ctx, chain, cc)
+		if cc.Envelope != nil {
+			env, ds.env = cc.Envelope, cc.Envelope
+		}
+		*cc = ConsumeContext{}
+		consumeContexts.Put(cc)
+		if env.Headers == nil {
+			env.Headers = make(map[string]any)
+		}
+		if reason != "" {
+			e.settle(ctx, d, ds, verdict{outcome: OutcomeDeadLettered, reason: reason}, -1)
+			return
+		}
+	}
+	if perr != nil {
+		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + strings.TrimPrefix(perr.Error(), "acemq: "), original: true}, -1)
+		return
+	}
+	if len(d.Body) > e.cfg.maxBody {
+		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}, -1)
+		return
+	}
+	r, reason := e.pick(env.Type)
+	if r == nil {
+		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
+		return
+	}
+	v, seconds := r.serve(ctx, e, d, env)
+	e.settle(ctx, d, ds, v, seconds)
+}
+
+// consumeContexts recycles the ConsumeContext a chain runs on; it is the
+// chain's for the length of the call only.
+var consumeContexts = sync.Pool{New: func() any { return new(ConsumeContext) }}

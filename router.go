@@ -1,0 +1,119 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Router takes deliveries from one queue that carries several message types
+// and hands each to the handler routed for its Envelope.Type. Everything
+// but the choice of handler is a Consumer's: the consume interceptors, the
+// retry ladder and its queues, the settlements, the metrics, Shutdown. A
+// message whose type no route takes (a message with no type among them) is
+// parked, reason `no handler for type "X" on queue "Q"`.
+type Router struct {
+	e   *engine
+	err error // from NewRouter, reported by Run
+
+	mu     sync.Mutex
+	routes []namedRoute // in the order Route was called
+}
+
+type namedRoute struct {
+	name string
+	r    route
+	err  error
+}
+
+// RouteOption configures one route of a Router. TypeName is one: it names
+// the type the route takes instead of its T's name.
+type RouteOption interface{ applyRoute(*routeConfig) }
+
+type routeConfig struct {
+	typeName string
+}
+
+// NewRouter returns a router of queue. Like NewConsumer, and with the same
+// options, it declares the queue and its ladder before it returns unless
+// NoDeclare is given; what goes wrong there, or in the options, is what Run
+// returns. Add handlers with Route, then start it with Run.
+func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
+	e, err := newEngine(c, queue, "router", opts)
+	if err == nil && len(e.cfg.accept) > 0 {
+		err = fmt.Errorf("acemq: router of %q was given AcceptTypes; give a route TypeName instead", queue)
+	}
+	return &Router{e: e, err: err}
+}
+
+// Route makes h the handler of r's messages of T's type name, or of the name
+// TypeName gives. Each type may be routed once; routing one twice makes Run
+// fail. Routes added while Run runs take effect at the next Run.
+func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
+	if r == nil {
+		return
+	}
+	cfg := routeConfig{typeName: typeName[T]()}
+	for _, o := range opts {
+		if o != nil {
+			o.applyRoute(&cfg)
+		}
+	}
+	nr := namedRoute{name: cfg.typeName, r: &typedRoute[T]{handler: h, name: typeName[T]()}}
+	switch {
+	case h == nil:
+		nr.err = fmt.Errorf("the route for type %q has a nil handler", cfg.typeName)
+	case cfg.typeName == "":
+		nr.err = fmt.Errorf("a route of %s was given an empty TypeName", typeName[T]())
+	}
+	r.mu.Lock()
+	r.routes = append(r.routes, nr)
+	r.mu.Unlock()
+}
+
+// Run consumes until ctx ends, exactly as Consumer.Run does. It fails at
+// once when NewRouter met an error, when no type is routed, when a type is
+// routed twice or a route is invalid.
+func (r *Router) Run(ctx context.Context) error {
+	switch {
+	case r == nil:
+		return errors.New("acemq: Run was called on a nil Router")
+	case r.err != nil:
+		return r.err
+	}
+	return r.e.run(ctx, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		table, err := r.table()
+		if err != nil {
+			return err
+		}
+		r.e.routes = table // read only by the workers of this run
+		return nil
+	})
+}
+
+// table builds the routing table, or says what is wrong with the routes.
+func (r *Router) table() (map[string]route, error) {
+	if len(r.routes) == 0 {
+		return nil, fmt.Errorf("acemq: router of %q has no routes (add them with Route)", r.e.queue)
+	}
+	table := make(map[string]route, len(r.routes))
+	var errs []error
+	for _, nr := range r.routes {
+		if nr.err != nil {
+			errs = append(errs, nr.err)
+			continue
+		}
+		if _, dup := table[nr.name]; dup {
+			errs = append(errs, fmt.Errorf("type %q is routed twice", nr.name))
+			continue
+		}
+		table[nr.name] = nr.r
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("acemq: router of %q: %w", r.e.queue, errors.Join(errs...))
+	}
+	return table, nil
+}
