@@ -37,6 +37,7 @@ type connConfig struct {
 	tls           *tls.Config
 	onSettled     []func(context.Context, Settlement)
 	confirmWindow int
+	quorumQueues  bool
 	errs          []error
 }
 
@@ -164,6 +165,16 @@ func WithConfirmWindow(n int) ConnOption {
 		}
 		c.confirmWindow = n
 	})
+}
+
+// WithQuorumQueues makes every queue the Conn's consumers declare a quorum
+// queue, as if each had been given Quorum: the queue, its retry tiers, its
+// .dlq and its .parked. It is the setting for a cluster, where a classic
+// queue lives on one node and is gone while that node is (docs/cluster.md).
+// A queue that already exists as a classic queue cannot become a quorum
+// queue in place; NewConsumer then fails saying so.
+func WithQuorumQueues() ConnOption {
+	return connOptionFunc(func(c *connConfig) { c.quorumQueues = true })
 }
 
 // OnSettled registers fn to run after every delivery any consumer of the

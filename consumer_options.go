@@ -76,12 +76,21 @@ func Bind(exchange, key string) ConsumerOption {
 	})
 }
 
-// Quorum declares the queue, its dead-letter and its parking queue as
-// quorum queues. A quorum queue counts redeliveries itself; the ladder
-// republishes rather than requeues, so only crashes and failed moves count
-// there, and the queue is given a delivery limit well above the policy's
-// attempts (MaxAttempts+20) that dead-letters to {queue}.dlq rather than
-// dropping.
+// Quorum declares every queue of the consumer's ladder as a quorum queue:
+// the queue, its retry tiers, its .dlq and its .parked (WithQuorumQueues
+// does the same for every consumer of a Conn). Quorum queues are
+// replicated over the nodes of a cluster and survive the loss of a
+// minority of them; classic queues live on one node.
+//
+// A quorum queue counts redeliveries itself; the ladder republishes rather
+// than requeues, so only crashes, failed moves and prefetched deliveries
+// handed back count there, and the queue is given a delivery limit well
+// above the policy's attempts (MaxAttempts+20) that dead-letters to
+// {queue}.dlq rather than dropping. The retry tiers send expired messages
+// back with at-least-once dead-lettering (x-dead-letter-strategy
+// at-least-once, x-overflow reject-publish), so a message on its way back
+// is not dropped while a node is down. An existing classic queue of the
+// same name makes NewConsumer fail with how to migrate.
 func Quorum() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.quorum = true })
 }

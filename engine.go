@@ -103,6 +103,7 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 	if cfg.policy != nil {
 		policy = *cfg.policy
 	}
+	cfg.quorum = cfg.quorum || c.cfg.quorumQueues
 	e := &engine{conn: c, queue: queue, who: who, cfg: cfg, policy: policy, tiers: policy.tiers()}
 	if c.closed.Load() {
 		return nil, ErrClosed
@@ -137,11 +138,20 @@ func (e *engine) topology() []Topology {
 		Queue{Name: ParkingQueue(e.queue), Quorum: e.cfg.quorum},
 	}
 	for _, d := range e.tiers {
-		t = append(t, Queue{Name: RetryQueue(e.queue, d), Args: map[string]any{
+		tier := Queue{Name: RetryQueue(e.queue, d), Quorum: e.cfg.quorum, Args: map[string]any{
 			"x-message-ttl":             d.Milliseconds(),
 			"x-dead-letter-exchange":    "",
 			"x-dead-letter-routing-key": e.queue,
-		}})
+		}}
+		if e.cfg.quorum {
+			// A message that expires in a tier moves back to the queue
+			// with at-least-once dead-lettering: the tier keeps it until
+			// the queue has taken it, even while a node is down. The
+			// broker requires reject-publish overflow for that.
+			tier.Args["x-dead-letter-strategy"] = "at-least-once"
+			tier.Args["x-overflow"] = "reject-publish"
+		}
+		t = append(t, tier)
 	}
 	for _, b := range e.cfg.bindings {
 		b.Queue = e.queue

@@ -64,9 +64,12 @@ func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) er
 			if err := declareOne(ch, it); err != nil {
 				var broker *amqp.Error
 				if q, ok := it.(transport.Queue); ok && q.Quorum && errors.As(err, &broker) && broker.Code == amqp.PreconditionFailed && t.isClassic(ctx, q) {
-					return fmt.Errorf("acemq: rabbitmq declare queue %q: the queue exists as a classic queue and is declared as a quorum queue; "+
+					// The broker's text names some other argument, which would
+					// mislead: it stays reachable with errors.As, not shown.
+					return &quiet{msg: fmt.Sprintf("acemq: rabbitmq: queue %q exists as a classic queue and is declared as a quorum queue; "+
 						"a queue's type cannot change in place: move its messages to a new quorum queue (acemq replay), delete it, "+
-						"and declare it again (docs/cluster.md, \"Moving to quorum queues\"): %w: %w", q.Name, transport.ErrTopologyConflict, broker)
+						"and declare it again (docs/cluster.md, \"Moving to quorum queues\")", q.Name),
+						errs: []error{transport.ErrTopologyConflict, broker}}
 				}
 				return err
 			}
@@ -75,6 +78,16 @@ func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) er
 		return nil
 	})
 }
+
+// quiet is an error whose text is msg alone, with errs reachable through
+// errors.Is and errors.As.
+type quiet struct {
+	msg  string
+	errs []error
+}
+
+func (e *quiet) Error() string   { return e.msg }
+func (e *quiet) Unwrap() []error { return e.errs }
 
 // quorumOnly are the arguments that only a quorum queue takes.
 var quorumOnly = []string{"x-queue-type", "x-delivery-limit", "x-dead-letter-strategy", "x-overflow", "x-quorum-initial-group-size"}
