@@ -270,3 +270,30 @@ func TestHealthNamesTheNode(t *testing.T) {
 	a.start()
 	eventually(t, 15*time.Second, "reconnected", func() bool { return tr.Health(ctxT(t)) == nil })
 }
+
+// TestNackedPublish: a queue that refuses more than one message
+// (reject-publish overflow) makes the broker nack the second publish. The
+// publish is tried again on other channels, then fails wrapping
+// transport.ErrNacked; the channels that nacked are replaced, and later
+// publishes elsewhere go through.
+func TestNackedPublish(t *testing.T) {
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	full := queue(t, tr, "nack-full", map[string]any{"x-max-length": int64(1), "x-overflow": "reject-publish"})
+	other := queue(t, tr, "nack-other", nil)
+	if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: full, MessageID: "first"}); err != nil {
+		t.Fatalf("the first publish: %v", err)
+	}
+	err := tr.Publish(ctxT(t), transport.Message{RoutingKey: full, MessageID: "second"})
+	if !errors.Is(err, transport.ErrNacked) {
+		t.Fatalf("a publish to a full reject-publish queue = %v; want ErrNacked", err)
+	}
+	t.Logf("%v", err)
+	for i := range 20 {
+		if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: other, MessageID: "after"}); err != nil {
+			t.Fatalf("publish %d after the nacks: %v", i, err)
+		}
+	}
+	if info, err := tr.Inspect(ctxT(t), full); err != nil || info.Messages != 1 {
+		t.Errorf("the full queue holds %d messages (%v); want 1", info.Messages, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -27,6 +28,14 @@ type pubChannel struct {
 	dead     bool
 	died     chan struct{} // closed by the listener once the channel is gone
 	next     uint64        // the last delivery tag used; the writer's alone
+
+	// recycle is closed at the channel's first nack: the writer stops
+	// taking requests, lets the confirms in flight arrive, and closes the
+	// channel so that keepPublisher opens a fresh one. RabbitMQ 3.10 nacks
+	// every publish to a quorum queue on a channel that first published to
+	// it while its leader's node was down, until the channel closes.
+	recycle     chan struct{}
+	recycleOnce sync.Once
 }
 
 // openPubChannel opens a channel on s in confirm mode and starts its
@@ -47,6 +56,7 @@ func (t *Transport) openPubChannel(s *session, src chan *pubReq) (*pubChannel, e
 		src:      src,
 		inflight: make(map[uint64]*pubReq),
 		died:     make(chan struct{}),
+		recycle:  make(chan struct{}),
 	}
 	// Confirms are buffered beyond the window, so the connection's reader
 	// never waits on them. Returns are unbuffered on purpose: the reader
@@ -103,6 +113,12 @@ func (pc *pubChannel) run() {
 			_ = pc.ch.Close()
 			<-pc.died
 			return
+		case <-pc.recycle:
+			pc.t.log.Warn("acemq: rabbitmq nacked a publish; reopening the publishing channel", "node", pc.t.nodes[pc.s.node].safe)
+			pc.drain()
+			_ = pc.ch.Close()
+			<-pc.died
+			return
 		case r := <-pc.src:
 			if !pc.write(r) {
 				_ = pc.ch.Close()
@@ -112,6 +128,35 @@ func (pc *pubChannel) run() {
 		}
 	}
 }
+
+// drain waits, for up to drainTimeout, until every publish written on the
+// channel has its confirm, so that closing the channel sends none again.
+func (pc *pubChannel) drain() {
+	deadline := time.Now().Add(drainTimeout)
+	for time.Now().Before(deadline) {
+		pc.mu.Lock()
+		n := len(pc.inflight)
+		pc.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-pc.died:
+			return
+		case <-pc.t.closing:
+			return
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// maxNacks is how often a publish may be nacked before it fails with
+// transport.ErrNacked: enough to pass over both publishing channels while
+// they are replaced.
+const maxNacks = 4
+
+// drainTimeout bounds drain; what is still in flight then is sent again.
+const drainTimeout = 5 * time.Second
 
 // write publishes r; false means the channel is unusable.
 func (pc *pubChannel) write(r *pubReq) bool {
@@ -192,6 +237,12 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	switch {
 	case r == nil:
 	case !c.Ack:
+		pc.recycleOnce.Do(func() { close(pc.recycle) })
+		if r.nacks++; r.nacks < maxNacks && r.resend {
+			// Again, on another channel (this one takes no more).
+			pc.t.requeue(pc.src, r, transport.ErrNacked)
+			return
+		}
 		pc.t.complete(r, errorf("rabbitmq %s: %w", r.what(), transport.ErrNacked))
 	default:
 		pc.t.complete(r, r.returned)

@@ -28,6 +28,9 @@ type pubReq struct {
 	// true sends it again elsewhere, false fails it (direct reply-to
 	// requests, which are bound to the channel that sent them).
 	resend bool
+	// nacks counts the broker's nacks of it: it is sent again, each time
+	// on another channel, until maxNacks.
+	nacks int
 }
 
 func (r *pubReq) abandoned() bool { return r.ctx.Err() != nil }
@@ -47,9 +50,11 @@ func (r *pubReq) mandatory() bool {
 // the connection when it is down, and for the confirm. A publish whose
 // confirm is lost with its connection is sent again, with the same message
 // ID, on the next one; it is never reported sent unless confirmed. An
-// unroutable message fails wrapping transport.ErrUnroutable, a nack
-// wrapping transport.ErrNacked, a publish to a missing exchange wrapping
-// transport.ErrNotFound.
+// unroutable message fails wrapping transport.ErrUnroutable, a publish to a
+// missing exchange wrapping transport.ErrNotFound. A nacked publish is sent
+// again on another channel, and the channel that nacked it is replaced once
+// its other confirms are in; after four nacks the publish fails wrapping
+// transport.ErrNacked.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if t.isClosed() {
 		return errClosed("publish")
