@@ -129,7 +129,7 @@ func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	}
 	switch {
 	case s.at.IsZero():
-		return time.Time{}, 0, errors.New("acemq: outbox: At was given the zero time")
+		return time.Time{}, 0, fmt.Errorf("%w: At was given the zero time", ErrInvalid)
 	case s.at.After(latest):
 		return time.Time{}, 0, fmt.Errorf("%w: At was given %s, after the year 9999", ErrInvalid, s.at.UTC().Format(time.RFC3339))
 	case s.at.Before(epoch):

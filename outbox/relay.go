@@ -218,8 +218,11 @@ func (r *Relay) Run(ctx context.Context) error {
 		n, err := r.relayBatch(ctx)
 		closed := errors.Is(err, acemq.ErrClosed)
 		if err != nil && !closed {
-			r.cfg.logger.WarnContext(context.WithoutCancel(ctx), "acemq: outbox: relay batch failed; retrying after the poll interval",
-				slog.String("table", r.o.table), slog.Any("err", err))
+			msg := "acemq: outbox: relay batch failed; retrying after the poll interval"
+			if ctx.Err() != nil {
+				msg = "acemq: outbox: the last batch of a stopping relay failed; its rows wait for their lease"
+			}
+			r.cfg.logger.WarnContext(context.WithoutCancel(ctx), msg, slog.String("table", r.o.table), slog.Any("err", err))
 		}
 		switch {
 		case ctx.Err() != nil:
