@@ -146,30 +146,71 @@ func (r *Relay) relayBatch(ctx context.Context) (int, error) {
 	defer abandon(nil)
 	errs := make([]error, len(rows))
 	confirmed := make([]time.Time, len(rows))
-	sem := make(chan struct{}, r.cfg.window)
+	b := &batch{ctx: ctx, pubCtx: pubCtx, abandon: abandon, errs: errs, publish: func(i int) {
+		errs[i] = r.publish(pubCtx, &rows[i])
+		confirmed[i] = time.Now()
+	}}
+	// First tries go out together, Window at a time. Rows that failed
+	// before go after them and, when there are few, one at a time: a
+	// poison row, one whose publish makes the broker close the channel (a
+	// missing exchange), then takes no innocent publish in flight with it.
+	var first, retries []int
+	for i, w := range rows {
+		if w.attempts == 0 {
+			first = append(first, i)
+		} else {
+			retries = append(retries, i)
+		}
+	}
+	window := r.cfg.window
+	if len(retries) <= isolatedRetries {
+		window = 1
+	}
+	r.dispatch(b, first, r.cfg.window)
+	r.dispatch(b, retries, window)
+	return len(rows), r.settle(ctx, rows, errs, confirmed, context.Cause(pubCtx) == errStopped)
+}
+
+// batch is what dispatch needs of a batch in hand.
+type batch struct {
+	ctx, pubCtx context.Context // Run's; the publishes'
+	abandon     context.CancelCauseFunc
+	errs        []error
+	publish     func(i int) // publishes row i, recording its fate
+}
+
+// isolatedRetries is the most rows that failed before a batch publishes
+// one at a time; more than that is the tail of an outage, not a poison
+// row, and goes out Window at a time.
+const isolatedRetries = 8
+
+// dispatch publishes the rows of b at the indices given, at most window
+// at a time, until Run's ctx or the publishes' ends; the rows it did not
+// start are marked not sent. It returns when the publishes it started
+// have (see drain).
+func (r *Relay) dispatch(b *batch, indices []int, window int) {
+	sem := make(chan struct{}, window)
 	var wg sync.WaitGroup
-	for i := range rows {
-		if err := stopped(ctx, pubCtx); err != nil {
-			errs[i] = notSent(err)
+	for _, i := range indices {
+		if err := stopped(b.ctx, b.pubCtx); err != nil {
+			b.errs[i] = notSent(err)
 			continue
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-ctx.Done():
-		case <-pubCtx.Done():
+		case <-b.ctx.Done():
+		case <-b.pubCtx.Done():
 		}
-		if err := stopped(ctx, pubCtx); err != nil {
-			errs[i] = notSent(err)
+		if err := stopped(b.ctx, b.pubCtx); err != nil {
+			b.errs[i] = notSent(err)
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = r.publish(pubCtx, &rows[i])
-			confirmed[i] = time.Now()
+			b.publish(i)
 		})
 	}
-	r.drain(ctx, &wg, abandon)
-	return len(rows), r.settle(ctx, rows, errs, confirmed, context.Cause(pubCtx) == errStopped)
+	r.drain(b.ctx, &wg, b.abandon)
 }
 
 // stopped returns why no further publish of the batch may start, or nil.

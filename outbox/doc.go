@@ -54,7 +54,9 @@
 // the broker confirmed it. A row that fails (no queue took it, a nack, a
 // timeout) gets attempts+1, last_error and a due_at pushed back by a capped
 // exponential backoff, and the rest of the batch goes on; a batch with
-// failures logs one line. After MaxAttempts failures the row is
+// failures logs one line. Rows that failed before are published after the
+// batch's first tries and, when there are few, one at a time, so that a
+// poison row that makes the broker close the channel disturbs no other. After MaxAttempts failures the row is
 // dead-lettered: dead_at is set and no relay touches it until
 // Outbox.Replay (or `acemq outbox replay`) brings it back.
 //
