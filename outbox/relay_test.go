@@ -237,6 +237,8 @@ func TestRelayRejectsBadOptions(t *testing.T) {
 		{name: "backoff min 0", o: o, c: c, opt: outbox.Backoff(0, time.Second), want: "Backoff(0s, 1s)"},
 		{name: "backoff max below min", o: o, c: c, opt: outbox.Backoff(2*time.Second, time.Second), want: "minimum <= maximum"},
 		{name: "nil logger", o: o, c: c, opt: outbox.WithLogger(nil), want: "WithLogger"},
+		{name: "max attempts 0", o: o, c: c, opt: outbox.MaxAttempts(0), want: "MaxAttempts(0)"},
+		{name: "negative stop timeout", o: o, c: c, opt: outbox.StopTimeout(-time.Second), want: "StopTimeout(-1s)"},
 		{name: "nil option", o: o, c: c, opt: nil, want: "nil option"},
 		{name: "nil outbox", c: c, opt: outbox.BatchSize(1), want: "nil Outbox"},
 		{name: "nil conn", o: o, opt: outbox.BatchSize(1), want: "nil Conn"},
