@@ -130,3 +130,49 @@ func TestRelayStoppedAtRandomMomentsNeverStrandsRows(t *testing.T) {
 	t.Logf("%d rows, %d stops at random moments: %d duplicates, no row ever left leased", rows, stopped, dups)
 	assert.Zero(t, dups)
 }
+
+func TestRelayStoppedDuringItsClaimHandsTheRowsBack(t *testing.T) {
+	admin := openPostgres(t)
+	app := tableName(t, "acemq_claim")
+	db := openPostgresAs(t, app)
+	o := newOutbox(t, db, outbox.Postgres)
+	url := acemqtest.Memory(t)
+	c := connect(t, url)
+	write(t, db, outbox.NewPublisher[Order](o, c, "", "orders"), nil, Order{ID: "a"}, Order{ID: "b"}, Order{ID: "c"})
+	g := &gate{Transport: memory.New(strings.TrimPrefix(url, "memory://"))}
+	gated := connect(t, "", acemq.WithTransport(g))
+
+	// Hold the claim's UPDATE at the table's lock, stop the relay there,
+	// then let the UPDATE through.
+	lock, err := admin.BeginTx(t.Context(), nil)
+	require.NoError(t, err)
+	defer func() { _ = lock.Rollback() }()
+	_, err = lock.ExecContext(t.Context(), "LOCK TABLE "+o.TableName()+" IN SHARE MODE")
+	require.NoError(t, err)
+
+	var released atomic.Int64
+	r := outbox.NewRelay(o, gated, outbox.Lease(time.Minute), outbox.WithLogger(quiet))
+	outbox.SetSettleHookForTest(r, func(what string) {
+		if what == "release" {
+			released.Add(1)
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		var n int
+		err := admin.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM pg_stat_activity
+	WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
+		return err == nil && n == 1
+	}, 5*time.Second, time.Millisecond, "the claim never waited for the lock")
+	cancel()
+	time.Sleep(100 * time.Millisecond) // a claim on ctx would be cancelled by now
+	require.NoError(t, lock.Commit())
+	require.NoError(t, <-done)
+
+	assert.Equal(t, int64(1), released.Load(), "the claim's rows were not handed back")
+	assert.Zero(t, leased(t, db, o), "the stop left rows leased")
+	assert.Zero(t, g.entered.Load(), "a stopped relay published")
+	assert.Len(t, storedIDs(t, db, o), 3)
+}
