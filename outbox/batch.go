@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,9 +14,19 @@ import (
 	"github.com/acemq/acemq"
 )
 
-// settleTimeout bounds the statements that record a batch's fate, which
-// run even when Run's ctx has ended so confirmed rows are not sent again.
+// settleTimeout bounds the claim and the statements that record a batch's
+// fate, which run on a context a stopping Run does not cancel: a claim cut
+// short would strand the rows it leased, and a settle cut short would have
+// confirmed rows sent again.
 const settleTimeout = 10 * time.Second
+
+// settleTries is how many times a settle statement runs before its rows are
+// left to their lease; settleRetryDelay the pause after the first failure,
+// doubling.
+const (
+	settleTries      = 5
+	settleRetryDelay = 50 * time.Millisecond
+)
 
 // deleteChunk bounds the placeholders of one DELETE.
 const deleteChunk = 1000
@@ -25,32 +36,53 @@ const maxErrorText = 1000
 
 // relaySQL holds a Relay's statements, built once.
 type relaySQL struct {
-	claim, fail, release string
+	claim, fail, release, delete string
 }
 
 func newRelaySQL(o *Outbox) relaySQL {
 	d, t := o.dialect, o.table
-	lock := ""
+	now := d.now()
+	// Take the earliest due rows that no live lease holds and that are not
+	// dead, walking the claim index (due_at, id), and lease them: one
+	// statement, so two relays never claim a row twice (on PostgreSQL SKIP
+	// LOCKED lets them take different rows). Due and lease times are the
+	// database's, so relays on machines whose clocks disagree agree on
+	// both. The lease's end comes back with each row: it is the claim's
+	// token, which the settle statements check before they touch a row.
+	pick := fmt.Sprintf(`SELECT id FROM %[1]s WHERE dead_at IS NULL AND due_at <= %[2]s
+	AND (locked_until IS NULL OR locked_until <= %[2]s)
+	ORDER BY due_at, id LIMIT ?`, t, now)
+	var claim string
 	if d == Postgres {
-		lock = " FOR UPDATE SKIP LOCKED"
+		// = ANY(ARRAY(...)) looks the picked ids up by primary key; IN
+		// (...) makes the planner hash-join them against the whole table.
+		claim = fmt.Sprintf(`UPDATE %s SET locked_until = %s WHERE id = ANY(ARRAY(%s FOR UPDATE SKIP LOCKED))`,
+			t, d.later(now), pick)
+	} else {
+		claim = fmt.Sprintf(`UPDATE %s SET locked_until = %s WHERE id IN (%s)`, t, d.later(now), pick)
 	}
+	claim += "\nRETURNING id, message_id, exchange, routing_key, headers, body, content_type, due_at, attempts, locked_until"
 	return relaySQL{
-		// Take the first due rows that no live lease holds, in id order,
-		// and lease them: one statement, so two relays never claim a row
-		// twice (on PostgreSQL SKIP LOCKED lets them take different rows).
-		claim: d.sql(fmt.Sprintf(`UPDATE %[1]s SET locked_until = ? WHERE id IN (
-	SELECT id FROM %[1]s WHERE due_at <= ? AND (locked_until IS NULL OR locked_until <= ?)
-	ORDER BY id LIMIT ?%[2]s)
-RETURNING id, message_id, exchange, routing_key, headers, body, content_type, due_at, attempts`, t, lock)),
-		fail: d.sql(fmt.Sprintf(`UPDATE %s SET attempts = attempts + 1, last_error = ?, due_at = ?, locked_until = NULL
-	WHERE id = ?`, t)),
-		release: fmt.Sprintf(`UPDATE %s SET locked_until = NULL WHERE id IN `, t),
+		claim: d.sql(claim),
+		// A failed row goes back by its backoff, or dies at its last
+		// attempt. The lease check makes the statement safe to retry and
+		// leaves a row another relay has claimed since alone.
+		fail: d.sql(fmt.Sprintf(`UPDATE %s SET attempts = attempts + 1, last_error = ?, due_at = %s, locked_until = NULL,
+	dead_at = CASE WHEN attempts + 1 >= ? THEN %s ELSE NULL END
+	WHERE id = ? AND locked_until = ?`, t, d.later(now), now)),
+		release: fmt.Sprintf(`UPDATE %s SET locked_until = NULL WHERE locked_until = %s AND id IN `, t, d.ph(1)),
+		delete:  fmt.Sprintf(`DELETE FROM %s WHERE id IN `, t),
 	}
 }
 
 // errNotSent marks a row the batch never got to publish (its time ran out
-// first): it is handed back unchanged, not counted as a failure.
+// first, or Run stopped): it is handed back unchanged, not counted as a
+// failure.
 var errNotSent = errors.New("acemq: outbox: not sent")
+
+// errStopped is the cause with which a stopping Run abandons the publishes
+// still awaiting their confirm once StopTimeout has passed.
+var errStopped = errors.New("acemq: outbox: the relay stopped")
 
 func notSent(cause error) error { return fmt.Errorf("%w: %w", errNotSent, cause) }
 
@@ -59,15 +91,17 @@ type row struct {
 	id                              int64
 	messageID, exchange, key, ctype string
 	headers, body                   []byte
-	due                             time.Time
+	due, lease                      time.Time
 	attempts                        int
 }
 
-// claim leases up to a batch of due rows, sorted by id.
-func (r *Relay) claim(ctx context.Context, now time.Time) ([]row, error) {
-	d := r.o.dialect
-	rs, err := r.o.db.QueryContext(ctx, r.sqls.claim,
-		d.timeArg(now.Add(r.cfg.lease)), d.timeArg(now), d.timeArg(now), r.cfg.batch)
+// claim leases up to a batch of due rows, sorted by id. It runs to the end
+// even when ctx is cancelled, bounded by settleTimeout, so that a stopping
+// relay knows what it leased and can hand it back.
+func (r *Relay) claim(ctx context.Context) ([]row, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	rs, err := r.o.db.QueryContext(ctx, r.sqls.claim, r.cfg.lease.Microseconds(), r.cfg.batch)
 	if err != nil {
 		return nil, fmt.Errorf("acemq: outbox: claiming rows of %s: %w", r.o.table, err)
 	}
@@ -75,54 +109,140 @@ func (r *Relay) claim(ctx context.Context, now time.Time) ([]row, error) {
 	var out []row
 	for rs.Next() {
 		var (
-			w   row
-			due dbTime
+			w          row
+			due, lease dbTime
 		)
-		if err := rs.Scan(&w.id, &w.messageID, &w.exchange, &w.key, &w.headers, &w.body, &w.ctype, &due, &w.attempts); err != nil {
+		if err := rs.Scan(&w.id, &w.messageID, &w.exchange, &w.key, &w.headers, &w.body, &w.ctype, &due, &w.attempts, &lease); err != nil {
 			return nil, fmt.Errorf("acemq: outbox: reading claimed rows of %s: %w", r.o.table, err)
 		}
-		w.due = due.t
+		w.due, w.lease = due.t, lease.t
 		out = append(out, w)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("acemq: outbox: reading claimed rows of %s: %w", r.o.table, err)
 	}
-	slices.SortFunc(out, func(a, b row) int { return int(min(max(a.id-b.id, -1), 1)) })
+	slices.SortFunc(out, func(a, b row) int { return cmp.Compare(a.id, b.id) })
 	return out, nil
 }
 
 // relayBatch claims a batch, publishes it with at most Window confirms
 // outstanding, and records each row's fate. It returns how many rows it
 // claimed.
+//
+// When ctx ends, no further publish starts; those awaiting their confirm
+// get StopTimeout to finish, so that what was sent is deleted rather than
+// handed back and sent again. Then the batch is settled on a context of its
+// own.
 func (r *Relay) relayBatch(ctx context.Context) (int, error) {
-	now := time.Now()
-	rows, err := r.claim(ctx, now)
+	rows, err := r.claim(ctx)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
 	// Publishes give up at half the lease, so no other relay can claim a
 	// row while this one may still send it.
-	pubCtx, cancel := context.WithDeadline(ctx, now.Add(r.cfg.lease/2))
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease/2)
 	defer cancel()
+	pubCtx, abandon := context.WithCancelCause(pubCtx)
+	defer abandon(nil)
 	errs := make([]error, len(rows))
 	confirmed := make([]time.Time, len(rows))
-	sem := make(chan struct{}, r.cfg.window)
+	b := &batch{ctx: ctx, pubCtx: pubCtx, abandon: abandon, errs: errs, publish: func(i int) {
+		errs[i] = r.publish(pubCtx, &rows[i])
+		confirmed[i] = time.Now()
+	}}
+	// First tries go out together, Window at a time. Rows that failed
+	// before go after them and, when there are few, one at a time: a
+	// poison row, one whose publish makes the broker close the channel (a
+	// missing exchange), then takes no innocent publish in flight with it.
+	var first, retries []int
+	for i, w := range rows {
+		if w.attempts == 0 {
+			first = append(first, i)
+		} else {
+			retries = append(retries, i)
+		}
+	}
+	window := r.cfg.window
+	if len(retries) <= isolatedRetries {
+		window = 1
+	}
+	r.dispatch(b, first, r.cfg.window)
+	r.dispatch(b, retries, window)
+	return len(rows), r.settle(ctx, rows, errs, confirmed, context.Cause(pubCtx) == errStopped)
+}
+
+// batch is what dispatch needs of a batch in hand.
+type batch struct {
+	ctx, pubCtx context.Context // Run's; the publishes'
+	abandon     context.CancelCauseFunc
+	errs        []error
+	publish     func(i int) // publishes row i, recording its fate
+}
+
+// isolatedRetries is the most rows that failed before a batch publishes
+// one at a time; more than that is the tail of an outage, not a poison
+// row, and goes out Window at a time.
+const isolatedRetries = 8
+
+// dispatch publishes the rows of b at the indices given, at most window
+// at a time, until Run's ctx or the publishes' ends; the rows it did not
+// start are marked not sent. It returns when the publishes it started
+// have (see drain).
+func (r *Relay) dispatch(b *batch, indices []int, window int) {
+	sem := make(chan struct{}, window)
 	var wg sync.WaitGroup
-	for i := range rows {
+	for _, i := range indices {
+		if err := stopped(b.ctx, b.pubCtx); err != nil {
+			b.errs[i] = notSent(err)
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
-		case <-pubCtx.Done():
-			errs[i] = notSent(pubCtx.Err())
+		case <-b.ctx.Done():
+		case <-b.pubCtx.Done():
+		}
+		if err := stopped(b.ctx, b.pubCtx); err != nil {
+			b.errs[i] = notSent(err)
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			errs[i] = r.publish(pubCtx, &rows[i])
-			confirmed[i] = time.Now()
+			b.publish(i)
 		})
 	}
-	wg.Wait()
-	return len(rows), r.settle(ctx, rows, errs, confirmed, now.Add(r.cfg.lease))
+	r.drain(b.ctx, &wg, b.abandon)
+}
+
+// stopped returns why no further publish of the batch may start, or nil.
+func stopped(ctx, pubCtx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return pubCtx.Err()
+}
+
+// drain waits for the batch's publishes. Once ctx has ended it waits at
+// most StopTimeout, then abandons the rest (their publishes end with
+// errStopped as the cause) and waits for them to return.
+func (r *Relay) drain(ctx context.Context, wg *sync.WaitGroup, abandon context.CancelCauseFunc) {
+	done := make(chan struct{})
+	go func() { // ends when the publishes do, which pubCtx bounds
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(r.cfg.stopTimeout)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		abandon(errStopped)
+		<-done
+	}
 }
 
 // publish sends one row as it was stored.
@@ -140,26 +260,25 @@ func (r *Relay) publish(ctx context.Context, w *row) error {
 }
 
 // settle deletes the confirmed rows, hands back the ones a stopping Run or
-// a closed Conn never sent, and pushes each failed one back by the
-// backoff. It returns ErrClosed when the Conn is closed.
+// a closed Conn never sent (and, when abandoned is set, those whose confirm
+// a stopping Run stopped waiting for), and pushes each failed one back by
+// the backoff, or dead-letters it at its last attempt. It logs one line for
+// the batch's failures and returns ErrClosed when the Conn is closed.
 //
-// The statements end when the lease does, at the latest: past it another
-// relay may have claimed the rows, and releasing or pushing them back then
-// would undo its claim. Rows whose fate is not recorded by then keep their
-// lease until it lapses and are sent again (at least once).
-func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed []time.Time, leaseEnd time.Time) error {
-	deadline := time.Now().Add(settleTimeout)
-	if leaseEnd.Before(deadline) {
-		deadline = leaseEnd
-	}
-	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+// Each statement is tried again when it fails (a lost connection, say),
+// within settleTimeout. The release and the push-back touch a row only if
+// it still holds this batch's lease, so they never undo another relay's
+// claim. Rows whose fate is not recorded keep their lease until it lapses
+// and are sent again (at least once).
+func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed []time.Time, abandoned bool) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
 	var (
 		done, back []int64
 		closed     error
 		problems   []error
+		failures   failureLog
 	)
-	now := time.Now()
 	for i, w := range rows {
 		err := errs[i]
 		switch {
@@ -167,21 +286,24 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 			done = append(done, w.id)
 		case errors.Is(err, acemq.ErrClosed):
 			back, closed = append(back, w.id), err
-		case errors.Is(err, errNotSent), ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			back = append(back, w.id) // never tried: handed back as it was
+		case errors.Is(err, errNotSent), abandoned && errors.Is(err, context.Canceled):
+			back = append(back, w.id) // never tried, or stopped waiting: handed back as it was
 		default:
-			r.o.metrics.failedOne(sctx)
+			dies := w.attempts+1 >= r.cfg.maxAttempts
 			delay := r.backoff(w.attempts + 1)
-			r.cfg.logger.WarnContext(sctx, "acemq: outbox: publishing a row failed; it will be tried again",
-				slog.String("table", r.o.table), slog.Int64("row", w.id), slog.String("message_id", w.messageID),
-				slog.Int("attempts", w.attempts+1), slog.Duration("retry_in", delay), slog.Any("error", err))
-			d := r.o.dialect
-			if _, e := r.o.db.ExecContext(sctx, r.sqls.fail, errorText(err), d.timeArg(now.Add(delay)), w.id); e != nil {
-				problems = append(problems, fmt.Errorf("acemq: outbox: pushing back row %d of %s: %w", w.id, r.o.table, e))
+			r.o.metrics.failedOne(sctx)
+			err := r.exec(sctx, "push back", r.sqls.fail,
+				errorText(err), delay.Microseconds(), r.cfg.maxAttempts, w.id, r.o.dialect.timeArg(w.lease))
+			if err != nil {
+				problems = append(problems, fmt.Errorf("acemq: outbox: pushing back row %d of %s: %w", w.id, r.o.table, err))
+			} else if dies {
+				r.o.metrics.deadOne(sctx)
 			}
+			failures.add(w, errs[i], delay, dies && err == nil)
 		}
 	}
-	if err := r.execIDs(sctx, "DELETE FROM "+r.o.table+" WHERE id IN ", done); err != nil {
+	failures.log(sctx, r, len(rows))
+	if err := r.execIDs(sctx, "delete", r.sqls.delete, nil, done); err != nil {
 		problems = append(problems, fmt.Errorf("acemq: outbox: deleting %d relayed rows of %s (they will be sent again after the lease): %w", len(done), r.o.table, err))
 	} else {
 		for i, w := range rows {
@@ -190,8 +312,12 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 			}
 		}
 	}
-	if err := r.execIDs(sctx, r.sqls.release, back); err != nil {
-		problems = append(problems, fmt.Errorf("acemq: outbox: releasing %d unsent rows of %s (they will be claimed after the lease): %w", len(back), r.o.table, err))
+	// Rows of one batch share its lease: one token for the release.
+	if len(back) > 0 {
+		lease := r.o.dialect.timeArg(rows[0].lease)
+		if err := r.execIDs(sctx, "release", r.sqls.release, []any{lease}, back); err != nil {
+			problems = append(problems, fmt.Errorf("acemq: outbox: releasing %d unsent rows of %s (they will be claimed after the lease): %w", len(back), r.o.table, err))
+		}
 	}
 	if closed != nil {
 		problems = append(problems, closed)
@@ -199,14 +325,83 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 	return errors.Join(problems...)
 }
 
-// execIDs runs prefix followed by "(id, ...)" for ids, in chunks.
-func (r *Relay) execIDs(ctx context.Context, prefix string, ids []int64) error {
-	for chunk := range slices.Chunk(ids, deleteChunk) {
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
+// failureLog gathers a batch's failed publishes for one log line.
+type failureLog struct {
+	failed, dead int
+	first        error
+	firstRow     row
+	minRetry     time.Duration
+}
+
+func (f *failureLog) add(w row, err error, retry time.Duration, died bool) {
+	if f.failed == 0 {
+		f.first, f.firstRow, f.minRetry = err, w, retry
+	}
+	f.failed++
+	f.minRetry = min(f.minRetry, retry)
+	if died {
+		f.dead++
+	}
+}
+
+// log writes the batch's one line about its failures, if it had any: a
+// warning, or an error when a row was dead-lettered.
+func (f *failureLog) log(ctx context.Context, r *Relay, batch int) {
+	if f.failed == 0 {
+		return
+	}
+	level, msg := slog.LevelWarn, "acemq: outbox: publishes of a batch failed; the rows will be tried again"
+	if f.dead > 0 {
+		level, msg = slog.LevelError, "acemq: outbox: publishes of a batch failed; rows at their last attempt were dead-lettered"
+	}
+	r.cfg.logger.LogAttrs(ctx, level, msg,
+		slog.String("table", r.o.table), slog.Int("batch", batch), slog.Int("failed", f.failed),
+		slog.Int("dead", f.dead), slog.Duration("retry_in", f.minRetry),
+		slog.Int64("first_row", f.firstRow.id), slog.String("first_message_id", f.firstRow.messageID),
+		slog.Int("first_attempts", f.firstRow.attempts+1), slog.Any("err", f.first))
+}
+
+// exec runs one settle statement, trying again after a failure (a lost
+// connection, a backend killed by an administrator) until it succeeds,
+// settleTries have failed or ctx ends. Every settle statement may run
+// twice: the DELETE and the release are idempotent, the push-back checks
+// the lease it clears.
+func (r *Relay) exec(ctx context.Context, what, query string, args ...any) error {
+	delay := settleRetryDelay
+	var err error
+	for try := range settleTries {
+		if r.hook != nil {
+			r.hook(what)
 		}
-		if _, err := r.o.db.ExecContext(ctx, prefix+"("+r.o.dialect.phs(1, len(chunk))+")", args...); err != nil {
+		if _, err = r.o.db.ExecContext(ctx, query, args...); err == nil {
+			return nil
+		}
+		if try == settleTries-1 || ctx.Err() != nil {
+			break
+		}
+		pause := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-pause.C:
+		}
+		delay *= 2
+	}
+	return err
+}
+
+// execIDs runs prefix followed by "(id, ...)" for ids, in chunks, with
+// args before the ids.
+func (r *Relay) execIDs(ctx context.Context, what, prefix string, args []any, ids []int64) error {
+	for chunk := range slices.Chunk(ids, deleteChunk) {
+		all := make([]any, 0, len(args)+len(chunk))
+		all = append(all, args...)
+		for _, id := range chunk {
+			all = append(all, id)
+		}
+		q := prefix + "(" + r.o.dialect.phs(len(args)+1, len(chunk)) + ")"
+		if err := r.exec(ctx, what, q, all...); err != nil {
 			return err
 		}
 	}

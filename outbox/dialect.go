@@ -85,6 +85,33 @@ func (d Dialect) timeArg(t time.Time) any {
 	return t.UnixMicro()
 }
 
+// now is the SQL expression of the database's clock, in the form the time
+// columns hold: now() on PostgreSQL (the transaction's start), Unix
+// microseconds on SQLite (the statement's start, to the millisecond).
+func (d Dialect) now() string {
+	if d == Postgres {
+		return "now()"
+	}
+	return "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
+}
+
+// later is the SQL expression of the time the integer placeholder's
+// microseconds after base.
+func (d Dialect) later(base string) string {
+	if d == Postgres {
+		return "(" + base + " + CAST(? AS BIGINT) * INTERVAL '1 microsecond')"
+	}
+	return "(" + base + " + ?)"
+}
+
+// greatest is the SQL expression of the later of two times.
+func (d Dialect) greatest(a, b string) string {
+	if d == Postgres {
+		return "GREATEST(" + a + ", " + b + ")"
+	}
+	return "MAX(" + a + ", " + b + ")"
+}
+
 // Column types by dialect.
 func (d Dialect) types() (id, timestamp, blob, jsonText string) {
 	if d == Postgres {

@@ -24,31 +24,52 @@
 // float32, NaN and infinities, []byte, time.Time and nested tables are
 // stored as {"$t": type, "v": value} and read back as that type. A
 // time.Time keeps its instant and offset, not its Location's name or its
-// monotonic reading. Arrays are JSON arrays of such values.
+// monotonic reading. Arrays are JSON arrays of such values. Strings and
+// header names that are not valid UTF-8 are stored in base64, so they come
+// back byte for byte, as from a direct publish.
+//
+// Send checks what the database or the broker would refuse before it
+// touches the transaction (NUL bytes and invalid UTF-8 in text columns,
+// AMQP short strings over 255 bytes, At after the year 9999): such a
+// message fails with an error wrapping ErrInvalid and the caller's
+// transaction stays usable.
 //
 // # Scheduling
 //
 // At and After make a row due later: the relay publishes it once due_at
-// has passed, never before, and at most a PollInterval late. They are
+// has passed, never before, and at most a PollInterval late. due_at and the
+// relays' leases are computed with the database's clock (now() on
+// PostgreSQL, julianday('now') on SQLite), not the application's. They are
 // acemq.SendOptions; a plain acemq.Publisher ignores them and sends at
 // once.
 //
 // # Relaying
 //
-// A Relay claims due rows in id order, a batch at a time, by setting a
-// lease (locked_until) in one UPDATE; on PostgreSQL the rows are picked
-// with FOR UPDATE SKIP LOCKED, so several relays share a table without
-// sending a row twice. The batch is published concurrently through
-// Conn.PublishRaw with at most Window confirms outstanding, and each row
-// is deleted only after the broker confirmed it. A row that fails (no
-// queue took it, a nack, a timeout) gets attempts+1, last_error and a
-// due_at pushed back by a capped exponential backoff, and the rest of the
-// batch goes on. Delivery is at least once: a relay killed after a confirm
-// and before the delete leaves the row to be sent again, with the same
-// message ID, once its lease ends, so consumers should be idempotent
-// (patterns.WithIdempotency with an Inbox).
+// A Relay claims due rows in (due_at, id) order, walking an index of the
+// rows that are not dead, a batch at a time, by setting a lease
+// (locked_until) in one UPDATE; on PostgreSQL the rows are picked with FOR
+// UPDATE SKIP LOCKED, so several relays share a table without sending a row
+// twice. The batch is published concurrently through Conn.PublishRaw with
+// at most Window confirms outstanding, and each row is deleted only after
+// the broker confirmed it. A row that fails (no queue took it, a nack, a
+// timeout) gets attempts+1, last_error and a due_at pushed back by a capped
+// exponential backoff, and the rest of the batch goes on; a batch with
+// failures logs one line. Rows that failed before are published after the
+// batch's first tries and, when there are few, one at a time, so that a
+// poison row that makes the broker close the channel disturbs no other. After MaxAttempts failures the row is
+// dead-lettered: dead_at is set and no relay touches it until
+// Outbox.Replay (or `acemq outbox replay`) brings it back.
 //
-// A relay whose ctx ends mid-batch stops sending, deletes what was
+// The statements that settle a batch are retried after a failure, such as
+// a lost database connection, before the rows are left to their lease, and
+// they only touch rows that still hold the batch's lease. Delivery is at
+// least once: a relay killed after a confirm and before the delete leaves
+// the row to be sent again, with the same message ID, once its lease ends,
+// so consumers should be idempotent (patterns.WithIdempotency with an
+// Inbox).
+//
+// A relay whose ctx ends finishes its claim, starts no further publish,
+// waits up to StopTimeout for the confirms outstanding, deletes what was
 // confirmed and hands the rest back at once. There is no LISTEN/NOTIFY
 // wake-up: relays poll.
 //
@@ -69,7 +90,8 @@
 // # Metrics
 //
 // Through the OpenTelemetry metric API (WithMeterProvider, else the global
-// provider): acemq.outbox.pending (rows in the table), acemq.outbox.relayed,
-// acemq.outbox.failed and acemq.outbox.lag (seconds from due_at to the
-// confirm), each with db.collection.name set to the table.
+// provider): acemq.outbox.pending (rows waiting), acemq.outbox.dead (rows
+// dead-lettered), acemq.outbox.relayed, acemq.outbox.failed,
+// acemq.outbox.dead_lettered and acemq.outbox.lag (seconds from due_at to
+// the confirm), each with db.collection.name set to the table.
 package outbox

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/internal/extend"
@@ -29,10 +30,17 @@ type storedEnvelope struct {
 	ReplyTo       string                     `json:"reply_to,omitempty"`
 	Headers       map[string]json.RawMessage `json:"headers,omitempty"`
 	Reserved      map[string]json.RawMessage `json:"reserved,omitempty"`
+	// Headers and reserved headers whose names are not valid UTF-8, which
+	// a JSON object key cannot hold, under their names in base64.
+	Headers64  map[string]json.RawMessage `json:"headers_b64,omitempty"`
+	Reserved64 map[string]json.RawMessage `json:"reserved_b64,omitempty"`
 }
 
 // tagged is how a header value that plain JSON would change is stored:
-// {"$t": "int32", "v": 7}. Every JSON object in the headers is one.
+// {"$t": "int32", "v": 7}. Every JSON object in the headers is one. A
+// string that is not valid UTF-8, which JSON would turn into U+FFFD, is
+// {"$t": "string", "v": base64}; a nested table with a name that is not
+// valid UTF-8 is {"$t": "table_b64", "v": {base64 name: value}}.
 type tagged struct {
 	T string          `json:"$t"`
 	V json.RawMessage `json:"v"`
@@ -48,15 +56,15 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 		Error: e.Error, ReplyTo: e.ReplyTo,
 	}
 	var err error
-	if s.Headers, err = encodeTable(e.Headers, 0); err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %s: %w", e.ID, err)
+	if s.Headers, s.Headers64, err = encodeTable(e.Headers, 0); err != nil {
+		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
-	if s.Reserved, err = encodeTable(extend.Reserved(e, false), 0); err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %s: %w", e.ID, err)
+	if s.Reserved, s.Reserved64, err = encodeTable(extend.Reserved(e, false), 0); err != nil {
+		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %s: %w", e.ID, err)
+		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
 	return string(b), nil
 }
@@ -74,11 +82,11 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		Error: s.Error, ReplyTo: s.ReplyTo,
 	}
 	var err error
-	if e.Headers, err = decodeTable(s.Headers, 0); err != nil {
+	if e.Headers, err = decodeTables(s.Headers, s.Headers64, 0); err != nil {
 		return nil, err
 	}
-	if len(s.Reserved) > 0 {
-		reserved, err := decodeTable(s.Reserved, 0)
+	if len(s.Reserved)+len(s.Reserved64) > 0 {
+		reserved, err := decodeTables(s.Reserved, s.Reserved64, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -92,19 +100,28 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 
 const maxDepth = 32
 
-func encodeTable(m map[string]any, depth int) (map[string]json.RawMessage, error) {
+// encodeTable encodes m's values under their names, and those whose name
+// is not valid UTF-8 apart, under their names in base64.
+func encodeTable(m map[string]any, depth int) (plain, b64 map[string]json.RawMessage, err error) {
 	if m == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	out := make(map[string]json.RawMessage, len(m))
+	plain = make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
 		raw, err := encodeValue(v, depth)
 		if err != nil {
-			return nil, fmt.Errorf("header %q: %w", k, err)
+			return nil, nil, fmt.Errorf("header %q: %w", k, err)
 		}
-		out[k] = raw
+		if utf8.ValidString(k) {
+			plain[k] = raw
+			continue
+		}
+		if b64 == nil {
+			b64 = make(map[string]json.RawMessage)
+		}
+		b64[base64.StdEncoding.EncodeToString([]byte(k))] = raw
 	}
-	return out, nil
+	return plain, b64, nil
 }
 
 // encodeValue stores strings, bools, nil and finite float64s as plain JSON
@@ -121,7 +138,12 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 		return json.Marshal(tagged{T: t, V: b})
 	}
 	switch x := v.(type) {
-	case nil, bool, string:
+	case nil, bool:
+		return json.Marshal(x)
+	case string:
+		if !utf8.ValidString(x) {
+			return tag("string", base64.StdEncoding.EncodeToString([]byte(x)))
+		}
 		return json.Marshal(x)
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
@@ -165,9 +187,15 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 		}
 		return json.Marshal(parts)
 	case map[string]any:
-		t, err := encodeTable(x, depth+1)
+		t, b64, err := encodeTable(x, depth+1)
 		if err != nil {
 			return nil, err
+		}
+		if len(b64) > 0 {
+			for k, raw := range t {
+				b64[base64.StdEncoding.EncodeToString([]byte(k))] = raw
+			}
+			return tag("table_b64", b64)
 		}
 		if t == nil {
 			t = map[string]json.RawMessage{}
@@ -175,6 +203,25 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 		return tag("table", t)
 	}
 	return nil, fmt.Errorf("a %T cannot travel in an AMQP table", v)
+}
+
+// decodeTables reads what encodeTable wrote: plain's names as they are,
+// b64's in base64.
+func decodeTables(plain, b64 map[string]json.RawMessage, depth int) (map[string]any, error) {
+	out, err := decodeTable(plain, depth)
+	if err != nil || len(b64) == 0 {
+		return out, err
+	}
+	for k64, raw := range b64 {
+		k, err := base64.StdEncoding.DecodeString(k64)
+		if err != nil {
+			return nil, fmt.Errorf("header name %q: %w", k64, err)
+		}
+		if out[string(k)], err = decodeValue(raw, depth); err != nil {
+			return nil, fmt.Errorf("header %q: %w", k, err)
+		}
+	}
+	return out, nil
 }
 
 func decodeTable(m map[string]json.RawMessage, depth int) (map[string]any, error) {
@@ -244,7 +291,7 @@ func decodeTagged(t tagged, depth int) (any, error) {
 		if u, err = strconv.ParseUint(string(t.V), 10, intBits[t.T]); err != nil {
 			return nil, fmt.Errorf("%s value %s: %w", t.T, t.V, err)
 		}
-	case "float32", "float64", "bytes", "time":
+	case "float32", "float64", "bytes", "string", "time":
 		if len(t.V) > 0 && t.V[0] == '"' {
 			if err = json.Unmarshal(t.V, &s); err != nil {
 				return nil, err
@@ -277,6 +324,9 @@ func decodeTagged(t tagged, depth int) (any, error) {
 		return strconv.ParseFloat(s, 64)
 	case "bytes":
 		return base64.StdEncoding.DecodeString(s)
+	case "string":
+		b, err := base64.StdEncoding.DecodeString(s)
+		return string(b), err
 	case "time":
 		return time.Parse(time.RFC3339Nano, s)
 	case "table":
@@ -285,6 +335,12 @@ func decodeTagged(t tagged, depth int) (any, error) {
 			return nil, err
 		}
 		return decodeTable(m, depth+1)
+	case "table_b64":
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(t.V, &m); err != nil {
+			return nil, err
+		}
+		return decodeTables(nil, m, depth+1)
 	}
 	return nil, fmt.Errorf("unknown stored type %q", t.T)
 }

@@ -42,6 +42,10 @@ func TestEnvelopeRoundTripsWithHeaderTypes(t *testing.T) {
 		{name: "table", value: map[string]any{"n": int16(2), "inner": map[string]any{"s": "x"}}},
 		{name: "empty table", value: map[string]any{}},
 		{name: "a table that looks tagged", value: map[string]any{"$t": "int32", "v": "7"}},
+		{name: "invalid UTF-8", value: "a\xffb\xc3"},
+		{name: "invalid UTF-8 in an array", value: []any{"\xfe", "ok"}},
+		{name: "invalid UTF-8 in a table's value and name", value: map[string]any{"\xff\x00k": "v\x80", "plain": int8(1)}},
+		{name: "a string that looks like base64", value: "YQ=="},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,6 +78,20 @@ func TestEnvelopeRoundTripsWithHeaderTypes(t *testing.T) {
 	}
 }
 
+func TestEnvelopeKeepsHeaderNamesThatAreNotUTF8(t *testing.T) {
+	in := &acemq.Envelope{ID: "m", FirstSeen: time.Unix(1, 0).UTC(), Headers: map[string]any{
+		"\xffname": "\xfevalue", "plain": "v", "": "empty name",
+	}}
+	extend.Reserved(in, true)["x-acemq-\xff"] = "r"
+	text, err := marshalEnvelope(in)
+	require.NoError(t, err)
+	assert.NotContains(t, text, "\ufffd", "a byte became U+FFFD")
+	out, err := unmarshalEnvelope([]byte(text))
+	require.NoError(t, err)
+	assert.Equal(t, in.Headers, out.Headers)
+	assert.Equal(t, "r", extend.Reserved(out, false)["x-acemq-\xff"])
+}
+
 func TestEnvelopeRefusesWhatAnAMQPTableCannotCarry(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -87,7 +105,7 @@ func TestEnvelopeRefusesWhatAnAMQPTableCannotCarry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := marshalEnvelope(&acemq.Envelope{ID: "m", Headers: map[string]any{"h": tc.value}})
 			require.Error(t, err)
-			assert.True(t, strings.HasPrefix(err.Error(), "acemq: outbox: storing message m: header \"h\""), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), `acemq: outbox: storing message "m": header "h"`), err.Error())
 		})
 	}
 }

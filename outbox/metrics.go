@@ -16,9 +16,16 @@ const meterName = "github.com/acemq/acemq/outbox"
 // The outbox's instruments, all with the attribute db.collection.name set
 // to the table's name.
 const (
-	// MetricPending is an Int64ObservableGauge of the rows in the table,
-	// observed with a COUNT(*) at each collection.
+	// MetricPending is an Int64ObservableGauge of the rows in the table
+	// waiting to be relayed (dead ones not included), observed with a
+	// COUNT(*) at each collection.
 	MetricPending = "acemq.outbox.pending"
+	// MetricDead is an Int64ObservableGauge of the dead-lettered rows in
+	// the table, observed with a COUNT(*) at each collection.
+	MetricDead = "acemq.outbox.dead"
+	// MetricDeadLettered is an Int64Counter of rows a Relay dead-lettered
+	// after MaxAttempts failures.
+	MetricDeadLettered = "acemq.outbox.dead_lettered"
 	// MetricRelayed is an Int64Counter of rows published, confirmed and
 	// deleted by a Relay.
 	MetricRelayed = "acemq.outbox.relayed"
@@ -32,12 +39,13 @@ const (
 
 const attrTable = attribute.Key("db.collection.name")
 
-// pendingTimeout bounds the COUNT(*) behind one observation of the gauge.
+// pendingTimeout bounds each COUNT(*) behind one observation of the gauges.
 const pendingTimeout = 5 * time.Second
 
 type instruments struct {
 	relayed metric.Int64Counter
 	failed  metric.Int64Counter
+	dead    metric.Int64Counter
 	lag     metric.Float64Histogram
 	attrs   metric.MeasurementOption
 
@@ -49,7 +57,7 @@ func newInstruments(mp metric.MeterProvider, o *Outbox) (*instruments, error) {
 	m := mp.Meter(meterName)
 	set := attribute.NewSet(attrTable.String(o.table))
 	in := &instruments{attrs: metric.WithAttributeSet(set)}
-	var errs [4]error
+	var errs [6]error
 	in.relayed, errs[0] = m.Int64Counter(MetricRelayed,
 		metric.WithDescription("Outbox rows published, confirmed and deleted by a relay."),
 		metric.WithUnit("{message}"))
@@ -59,9 +67,15 @@ func newInstruments(mp metric.MeterProvider, o *Outbox) (*instruments, error) {
 	in.lag, errs[2] = m.Float64Histogram(MetricLag,
 		metric.WithDescription("Time from a row's due_at to its broker confirm."),
 		metric.WithUnit("s"))
-	var pending metric.Int64ObservableGauge
-	pending, errs[3] = m.Int64ObservableGauge(MetricPending,
-		metric.WithDescription("Rows in the outbox table: not yet relayed, scheduled or failing."),
+	in.dead, errs[3] = m.Int64Counter(MetricDeadLettered,
+		metric.WithDescription("Outbox rows dead-lettered after their last allowed attempt failed."),
+		metric.WithUnit("{message}"))
+	var pending, dead metric.Int64ObservableGauge
+	pending, errs[4] = m.Int64ObservableGauge(MetricPending,
+		metric.WithDescription("Rows in the outbox table waiting to be relayed: due, scheduled or failing."),
+		metric.WithUnit("{message}"))
+	dead, errs[5] = m.Int64ObservableGauge(MetricDead,
+		metric.WithDescription("Dead-lettered rows in the outbox table, waiting to be replayed or deleted."),
 		metric.WithUnit("{message}"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
@@ -75,8 +89,12 @@ func newInstruments(mp metric.MeterProvider, o *Outbox) (*instruments, error) {
 			return err
 		}
 		obs.ObserveInt64(pending, n, observe)
+		if n, err = o.Dead(ctx); err != nil {
+			return err
+		}
+		obs.ObserveInt64(dead, n, observe)
 		return nil
-	}, pending)
+	}, pending, dead)
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +117,11 @@ func (in *instruments) close() error {
 func (in *instruments) relayedOne(ctx context.Context, due time.Time, confirmed time.Time) {
 	in.relayed.Add(ctx, 1, in.attrs)
 	in.lag.Record(ctx, max(0, confirmed.Sub(due).Seconds()), in.attrs)
+}
+
+// deadOne records a dead-lettered row.
+func (in *instruments) deadOne(ctx context.Context) {
+	in.dead.Add(ctx, 1, in.attrs)
 }
 
 // failedOne records a failed publish attempt.

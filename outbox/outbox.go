@@ -112,28 +112,34 @@ func (o *Outbox) TableName() string { return o.table }
 // database, which the Outbox does not own. Close is idempotent.
 func (o *Outbox) Close() error { return o.metrics.close() }
 
-// Migrate creates the outbox table and its index on due_at, if they do not
-// exist. Run it once at start-up (two processes migrating the same
-// PostgreSQL database at the same instant may race on the catalog).
+// Migrate creates the outbox table and its indexes, if they do not exist,
+// and brings a table made by an earlier version up to date: it adds the
+// dead_at column and the claim index and drops the old due_at index. Every
+// step is idempotent. Run it once at start-up (two processes migrating the
+// same PostgreSQL database at the same instant may race on the catalog).
 //
 // The columns: id (bigserial / integer primary key autoincrement),
 // message_id, exchange, routing_key, headers (the envelope as JSON),
 // body, content_type, due_at, locked_until (a relay's lease), attempts,
-// last_error and created_at. On SQLite the time columns hold Unix
-// microseconds.
+// last_error, created_at and dead_at (set when a row is dead-lettered).
+// The indexes: TABLE_due_idx on (due_at, id) for rows not dead, which the
+// claim walks, and TABLE_dead_idx on dead_at for dead rows. On SQLite the
+// time columns hold Unix microseconds.
 func (o *Outbox) Migrate(ctx context.Context) error {
-	for _, stmt := range o.schema() {
-		if _, err := o.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("acemq: outbox: migrating table %s: %w", o.table, err)
-		}
+	if err := o.migrate(ctx); err != nil {
+		return fmt.Errorf("acemq: outbox: migrating table %s: %w", o.table, err)
 	}
 	return nil
 }
 
-func (o *Outbox) schema() []string {
+func (o *Outbox) migrate(ctx context.Context) error {
 	id, ts, blob, js := o.dialect.types()
-	return []string{
-		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+	t := o.table
+	exec := func(stmt string) error {
+		_, err := o.db.ExecContext(ctx, stmt)
+		return err
+	}
+	if err := exec(fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
 	id %s,
 	message_id TEXT NOT NULL,
 	exchange TEXT NOT NULL,
@@ -145,10 +151,41 @@ func (o *Outbox) schema() []string {
 	locked_until %s,
 	attempts INTEGER NOT NULL DEFAULT 0,
 	last_error TEXT,
-	created_at %s NOT NULL
-)`, o.table, id, js, blob, ts, ts, ts),
-		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %s_due_at_idx ON %s (due_at)`, o.table, o.table),
+	created_at %s NOT NULL,
+	dead_at %s
+)`, t, id, js, blob, ts, ts, ts, ts)); err != nil {
+		return err
 	}
+	// A table of an earlier version lacks dead_at. SQLite has no ADD
+	// COLUMN IF NOT EXISTS: look first.
+	addDead := fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS dead_at %s`, t, ts)
+	if o.dialect == SQLite {
+		var n int
+		q := `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = 'dead_at'`
+		if err := o.db.QueryRowContext(ctx, q, t).Scan(&n); err != nil {
+			return err
+		}
+		addDead = ""
+		if n == 0 {
+			addDead = fmt.Sprintf(`ALTER TABLE %s ADD COLUMN dead_at %s`, t, ts)
+		}
+	}
+	for _, stmt := range []string{
+		addDead,
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_due_idx ON %[1]s (due_at, id) WHERE dead_at IS NULL`, t),
+		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_dead_idx ON %[1]s (dead_at) WHERE dead_at IS NOT NULL`, t),
+		// The index of earlier versions, on due_at alone, which the claim
+		// index replaces.
+		fmt.Sprintf(`DROP INDEX IF EXISTS %s_due_at_idx`, t),
+	} {
+		if stmt == "" {
+			continue
+		}
+		if err := exec(stmt); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Drop deletes the outbox table and everything in it. It is meant for
@@ -160,11 +197,11 @@ func (o *Outbox) Drop(ctx context.Context) error {
 	return nil
 }
 
-// Pending returns the number of rows in the outbox: messages not yet
-// relayed, scheduled ones and failing ones included.
+// Pending returns the number of rows in the outbox waiting to be relayed:
+// scheduled ones and failing ones included, dead-lettered ones (Dead) not.
 func (o *Outbox) Pending(ctx context.Context) (int64, error) {
 	var n int64
-	if err := o.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+o.table).Scan(&n); err != nil {
+	if err := o.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+o.table+" WHERE dead_at IS NULL").Scan(&n); err != nil {
 		return 0, fmt.Errorf("acemq: outbox: counting the rows of %s: %w", o.table, err)
 	}
 	return n, nil

@@ -29,9 +29,13 @@ func NewPublisher[T any](o *Outbox, c *acemq.Conn, exchange, routingKey string, 
 		return p
 	}
 	p.pub = acemq.NewPublisher[T](c, exchange, routingKey, opts...)
-	p.insert = o.dialect.sql(fmt.Sprintf(`INSERT INTO %s
+	// due_at is the later of At's time (the epoch without At) and the
+	// database's clock, plus After's delay: due and lease times all come
+	// from the database's clock.
+	d := o.dialect
+	p.insert = d.sql(fmt.Sprintf(`INSERT INTO %s
 	(message_id, exchange, routing_key, headers, body, content_type, due_at, attempts, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)`, o.table))
+	VALUES (?, ?, ?, ?, ?, ?, %s, 0, %s)`, o.table, d.later(d.greatest("?", d.now())), d.now()))
 	return p
 }
 
@@ -52,14 +56,16 @@ func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.
 	case tx == nil:
 		return fmt.Errorf("acemq: outbox: Send to table %s was given a nil *sql.Tx", p.o.table)
 	}
-	now := time.Now()
-	due, err := dueAt(opts, now)
+	at, after, err := dueAt(opts)
 	if err != nil {
 		return err
 	}
 	m, err := p.pub.Prepare(ctx, v, opts...)
 	if err != nil {
 		return err // a refusal stays the interceptor's very error value
+	}
+	if err := checkMessage(m); err != nil {
+		return err
 	}
 	env, err := marshalEnvelope(m.Envelope)
 	if err != nil {
@@ -68,9 +74,9 @@ func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.
 	d := p.o.dialect
 	_, err = tx.ExecContext(ctx, p.insert,
 		m.Envelope.ID, m.Exchange, m.RoutingKey, env, nonNil(m.Body), m.ContentType,
-		d.timeArg(due), d.timeArg(now))
+		d.timeArg(at), after.Microseconds())
 	if err != nil {
-		return fmt.Errorf("acemq: outbox: inserting message %s into %s: %w", m.Envelope.ID, p.o.table, err)
+		return fmt.Errorf("acemq: outbox: inserting message %q into %s: %w", m.Envelope.ID, p.o.table, err)
 	}
 	return nil
 }
@@ -101,28 +107,33 @@ func After(d time.Duration) acemq.SendOption {
 	return extend.NewSendOption(scheduleKey{}, schedule{after: d}, nil).(acemq.SendOption)
 }
 
-// dueAt returns when a row written now with opts is due.
-func dueAt(opts []acemq.SendOption, now time.Time) (time.Time, error) {
+// latest is the latest time At accepts: the end of year 9999, which both
+// dialects' time columns and RFC 3339 can hold.
+var latest = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
+
+// dueAt returns what makes a row written with opts due: a time it may not
+// go before (the epoch when none was given) and a delay after the later of
+// that time and the database's clock.
+func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
+	epoch := time.Unix(0, 0)
 	v, ok := extend.SendValue(opts, scheduleKey{})
 	if !ok {
-		return now, nil
+		return epoch, 0, nil
 	}
 	s, ok := v.(schedule)
 	if !ok {
-		return time.Time{}, fmt.Errorf("acemq: outbox: a schedule option holds a %T", v)
+		return time.Time{}, 0, fmt.Errorf("acemq: outbox: a schedule option holds a %T", v)
 	}
-	if s.isAt {
-		if s.at.IsZero() {
-			return time.Time{}, errors.New("acemq: outbox: At was given the zero time")
-		}
-		return maxTime(s.at, now), nil
+	if !s.isAt {
+		return epoch, max(0, s.after), nil
 	}
-	return now.Add(max(0, s.after)), nil
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+	switch {
+	case s.at.IsZero():
+		return time.Time{}, 0, fmt.Errorf("%w: At was given the zero time", ErrInvalid)
+	case s.at.After(latest):
+		return time.Time{}, 0, fmt.Errorf("%w: At was given %s, after the year 9999", ErrInvalid, s.at.UTC().Format(time.RFC3339))
+	case s.at.Before(epoch):
+		return epoch, 0, nil // in the past: at once
 	}
-	return b
+	return s.at, 0, nil
 }

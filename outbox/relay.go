@@ -18,6 +18,8 @@ const (
 	DefaultLease        = 30 * time.Second
 	DefaultMinBackoff   = time.Second
 	DefaultMaxBackoff   = 5 * time.Minute
+	DefaultMaxAttempts  = 20
+	DefaultStopTimeout  = 5 * time.Second
 )
 
 // RelayOption configures a Relay.
@@ -34,8 +36,11 @@ type relayConfig struct {
 	lease      time.Duration
 	minBackoff time.Duration
 	maxBackoff time.Duration
-	logger     *slog.Logger
-	errs       []error
+	// maxAttempts is the failures after which a row is dead-lettered.
+	maxAttempts int
+	stopTimeout time.Duration
+	logger      *slog.Logger
+	errs        []error
 }
 
 // BatchSize sets how many due rows a Relay claims at a time (default 256).
@@ -104,6 +109,38 @@ func Backoff(minimum, maximum time.Duration) RelayOption {
 	})
 }
 
+// MaxAttempts sets how many failed publishes dead-letter a row (default
+// 20, which with the default backoff is about an hour of trying). A dead
+// row stays in the table with dead_at set, out of every relay's way, is
+// counted by the acemq.outbox.dead gauge and Outbox.Dead, and comes back
+// with Outbox.Replay or `acemq outbox replay`. n must be at least 1; a
+// row that already failed n times dies at its next failure.
+func MaxAttempts(n int) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: MaxAttempts(%d) is below 1", n))
+			return
+		}
+		c.maxAttempts = n
+	})
+}
+
+// StopTimeout sets how long a Relay whose ctx ended waits for the
+// publishes of its batch that are awaiting their confirm (default 5s), so
+// that what the broker took is deleted rather than handed back and sent
+// again. Publishes not yet started when ctx ends are never started; those
+// still unconfirmed when d has passed are handed back. The wait never runs
+// past half the lease. d must not be negative; 0 hands back at once.
+func StopTimeout(d time.Duration) RelayOption {
+	return relayOptionFunc(func(c *relayConfig) {
+		if d < 0 {
+			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: StopTimeout(%v) is negative", d))
+			return
+		}
+		c.stopTimeout = d
+	})
+}
+
 // WithLogger sets where a Relay reports failed publishes and database
 // errors (default slog.Default()).
 func WithLogger(l *slog.Logger) RelayOption {
@@ -125,6 +162,9 @@ type Relay struct {
 	cfg  relayConfig
 	err  error
 	sqls relaySQL
+	// hook, set by tests only, runs before each try of a settle
+	// statement with what it does ("delete", "release", "push back").
+	hook func(what string)
 }
 
 // NewRelay returns a Relay of o's rows through c. Invalid options, or a nil
@@ -132,7 +172,8 @@ type Relay struct {
 func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 	r := &Relay{o: o, c: c, cfg: relayConfig{
 		batch: DefaultBatchSize, window: DefaultWindow, poll: DefaultPollInterval, lease: DefaultLease,
-		minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff, logger: slog.Default(),
+		minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff, maxAttempts: DefaultMaxAttempts,
+		stopTimeout: DefaultStopTimeout, logger: slog.Default(),
 	}}
 	for _, opt := range opts {
 		if opt == nil {
@@ -153,13 +194,19 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 	return r
 }
 
-// Run relays until ctx ends, then returns nil. It claims due rows in id
-// order, up to BatchSize at a time, publishes them concurrently through
-// Conn.PublishRaw (no interceptors run: each message goes out with the
-// envelope, trace context included, stored when it was written), deletes
-// the confirmed ones and pushes each failed one back by the backoff. A
-// database error is logged and retried after the poll interval. Run
-// returns an error for invalid options or when the Conn is closed.
+// Run relays until ctx ends, then returns nil. It claims due rows in
+// due_at order, up to BatchSize at a time, publishes them concurrently
+// through Conn.PublishRaw (no interceptors run: each message goes out with
+// the envelope, trace context included, stored when it was written),
+// deletes the confirmed ones and pushes each failed one back by the
+// backoff, dead-lettering it after MaxAttempts failures. A database error
+// is logged and retried after the poll interval. Run returns an error for
+// invalid options or when the Conn is closed.
+//
+// When ctx ends, Run finishes the batch in hand: it starts no further
+// publish, waits up to StopTimeout for the confirms outstanding, deletes
+// what was confirmed and hands the rest back at once, so another relay can
+// take it without waiting for the lease.
 func (r *Relay) Run(ctx context.Context) error {
 	if r.err != nil {
 		return r.err
@@ -167,17 +214,22 @@ func (r *Relay) Run(ctx context.Context) error {
 	wait := time.NewTimer(r.cfg.poll)
 	wait.Stop()
 	defer wait.Stop()
-	for {
+	for ctx.Err() == nil {
 		n, err := r.relayBatch(ctx)
-		if ctx.Err() != nil {
-			return nil
+		closed := errors.Is(err, acemq.ErrClosed)
+		if err != nil && !closed {
+			msg := "acemq: outbox: relay batch failed; retrying after the poll interval"
+			if ctx.Err() != nil {
+				msg = "acemq: outbox: the last batch of a stopping relay failed; its rows wait for their lease"
+			}
+			r.cfg.logger.WarnContext(context.WithoutCancel(ctx), msg, slog.String("table", r.o.table), slog.Any("err", err))
 		}
 		switch {
-		case errors.Is(err, acemq.ErrClosed):
+		case ctx.Err() != nil:
+			return nil
+		case closed:
 			return fmt.Errorf("acemq: outbox: relay of table %s stopped: %w", r.o.table, err)
 		case err != nil:
-			r.cfg.logger.WarnContext(ctx, "acemq: outbox: relay batch failed; retrying after the poll interval",
-				slog.String("table", r.o.table), slog.Any("error", err))
 		case n == r.cfg.batch:
 			continue // more may be due
 		}
@@ -188,6 +240,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-wait.C:
 		}
 	}
+	return nil
 }
 
 // backoff is the delay before the attempt after the given number of

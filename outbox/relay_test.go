@@ -116,6 +116,7 @@ func (g *gate) Publish(ctx context.Context, m transport.Message) error {
 func TestRelayCancelledMidBatchLosesNothing(t *testing.T) {
 	eachDatabase(t, func(t *testing.T, db *sql.DB, d outbox.Dialect) {
 		const rows, confirmed = 50, 20
+		const stopTimeout = 200 * time.Millisecond
 		o := newOutbox(t, db, d)
 		url := acemqtest.Memory(t)
 		c := connect(t, url)
@@ -133,12 +134,17 @@ func TestRelayCancelledMidBatchLosesNothing(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() {
-			done <- outbox.NewRelay(o, gated, outbox.BatchSize(rows), outbox.Window(rows), outbox.WithLogger(quiet)).Run(ctx)
+			done <- outbox.NewRelay(o, gated, outbox.BatchSize(rows), outbox.Window(rows), outbox.StopTimeout(stopTimeout),
+				outbox.WithLogger(quiet)).Run(ctx)
 		}()
 		col.waitUnique(t, confirmed, 5*time.Second)
 		require.Eventually(t, func() bool { return g.entered.Load() == rows }, 5*time.Second, time.Millisecond)
 		cancel()
+		stopping := time.Now()
 		require.NoError(t, <-done)
+		took := time.Since(stopping)
+		assert.GreaterOrEqual(t, took, stopTimeout, "the relay did not wait for the confirms outstanding")
+		assert.Less(t, took, stopTimeout+2*time.Second, "the relay waited past StopTimeout")
 
 		sent := map[string]bool{}
 		for _, r := range col.all() {
@@ -231,6 +237,8 @@ func TestRelayRejectsBadOptions(t *testing.T) {
 		{name: "backoff min 0", o: o, c: c, opt: outbox.Backoff(0, time.Second), want: "Backoff(0s, 1s)"},
 		{name: "backoff max below min", o: o, c: c, opt: outbox.Backoff(2*time.Second, time.Second), want: "minimum <= maximum"},
 		{name: "nil logger", o: o, c: c, opt: outbox.WithLogger(nil), want: "WithLogger"},
+		{name: "max attempts 0", o: o, c: c, opt: outbox.MaxAttempts(0), want: "MaxAttempts(0)"},
+		{name: "negative stop timeout", o: o, c: c, opt: outbox.StopTimeout(-time.Second), want: "StopTimeout(-1s)"},
 		{name: "nil option", o: o, c: c, opt: nil, want: "nil option"},
 		{name: "nil outbox", c: c, opt: outbox.BatchSize(1), want: "nil Outbox"},
 		{name: "nil conn", o: o, opt: outbox.BatchSize(1), want: "nil Conn"},

@@ -6,6 +6,7 @@
 //	acemq [-url URL] stats QUEUE...
 //	acemq [-url URL] peek QUEUE [-n N]
 //	acemq [-url URL] replay FROM TO [-limit N] [-type T] [-rate R]
+//	acemq outbox dead|replay [ID...|-all] -db URL [-table T]
 //
 // The broker is -url, else $ACEMQ_RABBITMQ_URL, else RabbitMQ's guest
 // account on this machine. Exit status: 0 on success, 1 when something
