@@ -1,15 +1,19 @@
 # acemq — see README.md.
 GO      ?= go
-PKGS    := $(shell $(GO) list ./... | grep -v /faulttest)
+PKGS    := $(shell $(GO) list ./... | grep -v -e /faulttest -e /clustertest)
 FAULT   := ./transport/rabbitmq/faulttest
+CLUSTER := ./transport/rabbitmq/clustertest
+# The cluster `make cluster` starts, and the one the cluster tests start:
+# own node names and ports, beside the machine's broker on 5672.
+CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault vet bench fuzz fuzz-short fuzz-seed quickstart
+.PHONY: test test-unit test-fault test-cluster vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
 # Everything CI runs: vet, the race-enabled suite, then the broker fault
 # tests on their own (they restart the shared broker, so nothing may run
-# beside them).
-test: vet test-unit fuzz-short test-fault
+# beside them), then the cluster tests on three nodes of their own.
+test: vet test-unit fuzz-short test-fault test-cluster
 
 vet:
 	$(GO) vet ./...
@@ -20,6 +24,22 @@ test-unit:
 
 test-fault:
 	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(FAULT)
+
+# The cluster tests start acemq-t1..3@localhost on ports 5811-5813 and
+# remove them when they end; the second command removes them even when the
+# test binary itself died (a timeout, say).
+test-cluster:
+	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(CLUSTER); \
+	status=$$?; $(CLUSTERCMD) -name acemq-t -port 5811 down; exit $$status
+
+# A three-node cluster to try acemq against: acemq-n1..3@localhost on
+# 5801-5803 (needs root and Debian's rabbitmq-server). It prints the URL
+# list for ACEMQ_RABBITMQ_URL; `make cluster-down` removes it.
+cluster:
+	@$(CLUSTERCMD) up
+
+cluster-down:
+	@$(CLUSTERCMD) down
 
 # Benchmarks: the engine on the memory transport, and acemq against raw
 # amqp091-go on the local broker where it answers.
@@ -37,6 +57,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime $(FUZZTIME) ./transport/memory
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
+	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/urls
 
 # What CI fuzzes: each target for a few seconds beyond its seeds. Counts,
 # not durations: Go 1.26's fuzz coordinator can fail a duration-bounded run
@@ -47,6 +68,7 @@ fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime 100000x ./transport/memory
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime 4000x ./transport/rabbitmq
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime 20000x ./transport/rabbitmq
+	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime 50000x ./internal/urls
 
 # The fuzz targets' seed corpora only (f.Add and testdata/fuzz), no fuzzing:
 # what test-unit already runs, on its own.

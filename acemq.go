@@ -191,14 +191,24 @@ func OnSettled(fn func(context.Context, Settlement)) ConnOption {
 	})
 }
 
-// Connect connects to the broker url names and returns a Conn. It dials
-// eagerly: it fails if the first connection cannot be made before ctx ends.
+// Connect connects to the broker url names and returns a Conn.
 //
-//   - amqp:// and amqps:// connect to RabbitMQ.
+//   - amqp:// and amqps:// connect to RabbitMQ. A comma-separated list of
+//     them names the nodes of one cluster
+//     ("amqp://u:p@node1:5672/,amqp://u:p@node2:5672/"): the Conn connects
+//     to one node and, when it loses it, moves to the next that answers
+//     (docs/cluster.md). A password that holds a comma needs no escaping.
 //   - memory://NAME joins the in-process broker NAME; memory:// alone gets a
 //     fresh one. Conns with the same NAME in one process share a broker.
 //
-// WithTransport overrides the scheme.
+// Connect dials eagerly and waits for the broker: while a node refuses the
+// connection or cannot be reached it tries again, with capped backoff,
+// until ctx ends, so a service may start before its broker. What no retry
+// fixes fails at once: a login or vhost the broker refuses, a TLS
+// certificate that does not verify, a URL that does not parse. When ctx
+// ends first, the error wraps ctx's error and says what the last attempt
+// met. Passwords never appear in an error. WithTransport overrides the
+// scheme.
 func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, error) {
 	cfg := connConfig{
 		codec:  JSON,
