@@ -5,10 +5,15 @@
 //
 // # Connection
 //
-// A Transport owns one AMQP connection. Dial makes it eagerly, with one
-// attempt bounded by its ctx, and fails with the reason, the URL's password
-// replaced by "xxxxx" (see Redact; the same holds for every error, log line
-// and health report the transport produces). amqps:// URLs use Config.TLS.
+// A Transport owns one AMQP connection at a time. Dial's URL is one
+// amqp:// or amqps:// URL or a comma-separated list of them, the nodes of
+// one cluster. Dial starts at a random node of the list, so the replicas
+// of a service spread over the cluster, and goes round the list with
+// capped backoff between rounds until a node accepts or its ctx ends; a
+// refused login or vhost, or a certificate that does not verify, fails at
+// once. Node names the node in use. Every error, log line and health
+// report shows URLs with the password replaced by "xxxxx" (see Redact).
+// amqps:// URLs use Config.TLS.
 //
 // # Publishing
 //
@@ -82,10 +87,13 @@
 // confirmations in flight at the loss are dropped with no hook to send
 // their messages again. The two mechanisms must never be combined.
 //
-// On a loss the loop marks the transport down (Health reports it), dials
-// until it succeeds or Close is called, declares again everything Declare
-// declared, in order, and only then lets writers and consumers onto the
-// new connection. Publishes made meanwhile wait, each up to its ctx.
+// On a loss the loop marks the transport down (Health reports it, naming
+// the node lost) and tries the other nodes of the list in turn, starting
+// with the one after the lost node, pausing between full rounds, until one
+// accepts or Close is called; it logs one line for the loss and one for
+// the move, naming both nodes and how long the outage lasted. It then
+// declares again everything Declare declared, in order, and only then
+// lets writers and consumers onto the new connection. Publishes made meanwhile wait, each up to its ctx.
 // Publishes in flight on a lost connection are sent again on the next one
 // with the same message and ID (at-least-once) unless their caller has gone;
 // a channel the broker closes for a reason that would recur (a missing

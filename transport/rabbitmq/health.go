@@ -39,7 +39,7 @@ func (t *Transport) Health(ctx context.Context) error {
 		if len(t.nodes) > 1 {
 			where = fmt.Sprintf("%s (lost; %d nodes in the list)", where, len(t.nodes))
 		}
-		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s since): %w",
+		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s to reconnect so far): %w",
 			where, stamp(down.since), plural(down.attempts, "attempt"), down.err))
 	} else {
 		s.mu.Lock()
