@@ -108,6 +108,8 @@ func TestWithTLSReachesTheBrokerOverAMQPS(t *testing.T) {
 		_, err := acemq.Connect(ctx, amqps, acemq.WithLogger(quiet), acemq.WithTLS(&tls.Config{MinVersion: tls.VersionTLS12}))
 		require.Error(t, err, "a certificate nobody trusts must not be accepted")
 		assert.True(t, strings.Contains(err.Error(), "certificate"), "error %q does not name the certificate", err)
+		assert.Contains(t, err.Error(), "does not verify", "no retry fixes a certificate: Connect fails at once")
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "Connect retried until ctx ended")
 		u, _ := url.Parse(amqps)
 		if pw, ok := u.User.Password(); ok && pw != "" {
 			assert.NotContains(t, err.Error(), ":"+pw+"@", "the password leaked into the error")

@@ -110,7 +110,7 @@ func TestPeek(t *testing.T) {
 			if strings.Contains(r.stdout, "OrderPlaced-c") {
 				t.Errorf("peek -n 2 showed the third message:\n%s", r.stdout)
 			}
-			if n := ready(t, mq, dlq); n != 3 {
+			if n := readyAfter(t, mq, dlq, 3); n != 3 {
 				t.Fatalf("%d messages on %s after the peek, want all 3", n, dlq)
 			}
 			// The order is kept: a second peek shows the same head.

@@ -113,6 +113,21 @@ func ready(t *testing.T, mq *acemq.Conn, queue string) int {
 	return info.Messages
 }
 
+// readyAfter is ready once it reads want, or after 10 s: messages the CLI
+// put back with a nack, or left unsettled when it closed its connection,
+// are counted by the broker a moment later.
+func readyAfter(t *testing.T, mq *acemq.Conn, queue string, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := ready(t, mq, queue)
+		if n == want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	t.Parallel()
 	mem := acemqtest.Memory(t)

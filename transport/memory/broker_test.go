@@ -83,7 +83,7 @@ func TestErrorsNameWhatFailed(t *testing.T) {
 	wantErr(t, tr.Declare(ctx, transport.Queue{Name: "orders", Args: map[string]any{"x-message-ttl": 200}}),
 		transport.ErrTopologyConflict, `"orders"`, "x-message-ttl")
 	wantErr(t, tr.Declare(ctx, transport.Queue{Name: "orders", Quorum: true, Args: map[string]any{"x-message-ttl": 5000}}),
-		transport.ErrTopologyConflict, `"orders"`, "x-queue-type")
+		transport.ErrTopologyConflict, `"orders"`, "exists as a classic queue")
 	wantErr(t, tr.Declare(ctx, transport.Exchange{Name: "amq.topic", Kind: "direct"}),
 		transport.ErrTopologyConflict, "amq.topic")
 	wantErr(t, tr.Declare(ctx, transport.Binding{Exchange: "nope", Queue: "orders"}), transport.ErrNotFound, `"nope"`)
