@@ -19,9 +19,6 @@ type Publisher[T any] struct {
 	key      string
 	cfg      publisherConfig
 	raw      bool
-	// boxedType is cfg.typeName as an interface value, made once so that
-	// rendering a message does not box the same string again.
-	boxedType any
 }
 
 // NewPublisher returns a Publisher of T to exchange with routingKey; the
@@ -41,7 +38,6 @@ func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...Publisher
 	if p.raw && p.cfg.contentType == "" {
 		p.cfg.contentType = rawContentType
 	}
-	p.boxedType = p.cfg.typeName
 	return p
 }
 
@@ -68,9 +64,12 @@ type PublishResult struct {
 }
 
 // Send publishes v and returns once the broker confirmed it. A publish
-// interceptor's refusal is returned as it is (== holds); otherwise the error
-// wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A message
-// that was not confirmed is never reported as sent.
+// interceptor's refusal is returned as it is (== holds). An envelope the
+// interceptors left unrenderable (an empty ID, a Version or Attempt below 1,
+// a field longer than its AMQP property's 255 bytes) or a header value AMQP
+// cannot carry fails with the reason before anything is sent. Otherwise the
+// error wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A
+// message that was not confirmed is never reported as sent.
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
 	_, err := p.send(ctx, v, opts)
 	return err
@@ -88,7 +87,7 @@ func (p *Publisher[T]) send(ctx context.Context, v T, opts []SendOption) (string
 	if err != nil {
 		return idOf(m), err
 	}
-	return m.Envelope.ID, p.conn.send(ctx, m, nowNano())
+	return m.Envelope.ID, p.conn.send(ctx, m, nowNano(), false)
 }
 
 func idOf(m RawMessage) string {
@@ -183,21 +182,26 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 			return RawMessage{Envelope: env}, err
 		}
 	}
-	if err := checkHeaders(m.Envelope.Headers); err != nil {
+	codec := p.conn.cfg.codec
+	if p.raw {
+		m.ContentType = p.cfg.contentType
+	} else {
+		m.ContentType = codec.ContentType()
+	}
+	if err := checkMessage(&m); err != nil {
 		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return m, err
 	}
 	if p.raw {
-		m.Body, m.ContentType = []byte(any(v).(Raw)), p.cfg.contentType
+		m.Body = []byte(any(v).(Raw))
 		return m, nil
 	}
-	codec := p.conn.cfg.codec
 	body, err := codec.Encode(v)
 	if err != nil {
 		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, codec.ContentType(), err)
+		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, m.ContentType, err)
 	}
-	m.Body, m.ContentType = body, codec.ContentType()
+	m.Body = body
 	return m, nil
 }
 
@@ -219,12 +223,10 @@ func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
 		CorrelationID: sc.correlationID,
 		CausationID:   sc.causationID,
 		Attempt:       1,
-		FirstSeen:     time.Now().UTC(),
+		FirstSeen:     wireTime(time.Now()), // as the AMQP timestamp carries it
 		Origin:        p.conn.cfg.origin,
 		Headers:       sc.headers,
 		reserved:      sc.reserved,
-		boxedType:     p.boxedType,
-		boxedOrigin:   p.conn.boxedOrigin,
 	}
 	if env.ID == "" {
 		env.ID = newID()

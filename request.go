@@ -24,12 +24,12 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 		return nil, ErrClosed
 	}
 	defer c.publishes.done()
-	if err := checkHeaders(m.Envelope.Headers); err != nil {
+	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return nil, err
 	}
 	// The wait for the reply is not the publish's: no duration is recorded.
-	r, err := c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body))
+	r, err := c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false))
 	if err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
