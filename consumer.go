@@ -229,14 +229,13 @@ func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 	ctx = ds
 
 	if chain := c.conn.cfg.consumeChain; len(chain) > 0 {
-		cc := consumeContexts.Get().(*ConsumeContext)
-		*cc = ConsumeContext{Queue: c.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
+		// The context is the interceptors' to keep (a WhenSettled closure
+		// may hold it): it is never reused.
+		cc := &ConsumeContext{Queue: c.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
 		reason := runConsumeChain(ctx, chain, cc)
 		if cc.Envelope != nil {
 			env, ds.env = cc.Envelope, cc.Envelope
 		}
-		*cc = ConsumeContext{}
-		consumeContexts.Put(cc)
 		if env.Headers == nil {
 			env.Headers = make(map[string]any)
 		}
@@ -263,10 +262,6 @@ func (c *Consumer[T]) process(ctx context.Context, d transport.Delivery) {
 	ack, panicked := c.call(ctx, m)
 	c.settle(ctx, d, ds, c.judge(env, ack, panicked), sinceSeconds(start))
 }
-
-// consumeContexts recycles the ConsumeContext a chain runs on; it is the
-// chain's for the length of the call only.
-var consumeContexts = sync.Pool{New: func() any { return new(ConsumeContext) }}
 
 // call runs the handler, turning a panic into its value.
 func (c *Consumer[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panicked any) {

@@ -164,9 +164,9 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 	env := p.envelope(ctx, sc)
 	m := RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
-		// Only a chain needs the PublishContext and the boxed payload.
-		pc := publishContexts.Get().(*PublishContext)
-		*pc = PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
+		// Only a chain needs the PublishContext and the boxed payload. The
+		// context is the interceptors' to keep: it is never reused.
+		pc := &PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
 		err := runPublishChain(ctx, chain, pc)
 		m.Exchange, m.RoutingKey = pc.Exchange, pc.RoutingKey
 		if pc.Envelope != nil {
@@ -175,8 +175,6 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 		if replaced, ok := pc.Payload.(T); ok && err == nil {
 			v = replaced
 		}
-		*pc = PublishContext{}
-		publishContexts.Put(pc)
 		if err != nil {
 			p.conn.metrics.published(ctx, m.Exchange, publishRefused, -1)
 			return RawMessage{Envelope: env}, err
@@ -208,10 +206,6 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 // noSendOptions is the configuration of a Send given no options. It is
 // never written.
 var noSendOptions sendConfig
-
-// publishContexts recycles the PublishContext a chain runs on; it is the
-// chain's for the length of the call only.
-var publishContexts = sync.Pool{New: func() any { return new(PublishContext) }}
 
 // envelope builds the envelope of a new message: options first, then what
 // the delivery being handled (if ctx carries one) implies, then defaults.
