@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -97,42 +98,66 @@ func idOf(m RawMessage) string {
 	return m.Envelope.ID
 }
 
-// SendAll publishes every value of vs, running the publish chain once per
-// value, concurrently, and returns one result per value in vs's order. The
-// publishes are pipelined: the whole batch is in flight before any confirm
-// is awaited. An interceptor keeping state must therefore be safe for
-// concurrent use.
+// SendAll publishes every value of vs and returns one result per value, in
+// vs's order, each with the message ID and the error Send would have
+// returned. It works in two steps, whatever the batch's size. First the
+// publish chain and the codec run for every value, concurrently (with
+// interceptors, on one goroutine per value, so an interceptor keeping state
+// must be safe for concurrent use; the chain does not run in payload order).
+// Only then is every accepted message published, pipelined, and the
+// confirms awaited together: the whole chain has run before any confirm is
+// awaited. A refusal is the interceptor's very error value, as with Send.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) []PublishResult {
 	results := make([]PublishResult, len(vs))
-	workers := min(len(vs), sendAllWorkers)
-	if workers <= 1 {
-		for i := range vs {
-			results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
+	fail := func(err error) []PublishResult {
+		for i := range results {
+			results[i].Err = err
 		}
 		return results
 	}
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int, workers)
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
-			}
-		})
+	switch {
+	case len(vs) == 0:
+		return results
+	case p == nil || p.conn == nil:
+		return fail(errNoConn)
+	case !p.conn.publishes.add():
+		return fail(ErrClosed)
 	}
-	for i := range vs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	defer p.conn.publishes.done()
+	msgs := make([]RawMessage, len(vs))
+	p.prepareAll(ctx, vs, opts, msgs, results)
+	p.conn.sendBatch(ctx, msgs, results)
 	return results
 }
 
-// sendAllWorkers bounds the goroutines of one SendAll: enough to keep the
-// transport's confirm window full, few enough to stay cheap.
-var sendAllWorkers = max(256, 64*runtime.GOMAXPROCS(0))
+// prepareAll runs prepare for every value of vs, concurrently, into msgs
+// and results. With a publish chain each value gets a goroutine of its own,
+// as the interceptors' documentation promises; without one no user code
+// runs, and a goroutine per core does the encoding.
+func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, msgs []RawMessage, results []PublishResult) {
+	one := func(i int) {
+		m, err := p.prepare(ctx, vs[i], opts)
+		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
+	}
+	var wg sync.WaitGroup
+	if len(p.conn.cfg.publishChain) > 0 {
+		for i := range vs {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+		return
+	}
+	workers := min(len(vs), runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(vs); i = int(next.Add(1) - 1) {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+}
 
 // Prepare runs the publish chain and the codec on v, as Send would, and
 // returns the message ready for Conn.PublishRaw without sending it. The
