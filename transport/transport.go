@@ -23,6 +23,9 @@
 //     channel (the broker redelivers it instead).
 //   - Declare is idempotent; a transport that reconnects declares again what
 //     it declared before.
+//   - A transport may also implement BatchPublisher, which SendAll uses to
+//     put a whole batch in flight from one call; its promises are Publish's,
+//     message by message.
 package transport
 
 import (
