@@ -45,7 +45,7 @@ cluster-down:
 # amqp091-go on the local broker where it answers.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 $(PKGS)
-	$(GO) run ./internal/benchcmp -n 20000 -runs 5
+	$(GO) run ./internal/benchcmp -n 20000 -consume-n 100000 -runs 5
 
 # Each fuzz target for FUZZTIME (go test fuzzes one target at a time). New
 # failing inputs land in the package's testdata/fuzz and then run as seeds.

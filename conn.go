@@ -18,9 +18,6 @@ type Conn struct {
 	cfg       connConfig
 	metrics   *instruments
 	publishes tracker // Sends and PublishRaws in flight
-	// boxedOrigin is cfg.origin as an interface value, made once so that
-	// rendering a message does not box the same string again.
-	boxedOrigin any
 
 	// stopping ends when Shutdown or Close begins: consumers stop taking
 	// deliveries. closing ends when Close begins: handlers' contexts end.
@@ -42,7 +39,7 @@ func newConn(cfg connConfig) (*Conn, error) {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
-	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m, boxedOrigin: cfg.origin}
+	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
 	return c, nil
@@ -77,7 +74,11 @@ type RawMessage struct {
 
 // PublishRaw sends m as it is, bypassing the publish interceptors, and
 // returns once the broker confirmed it. Retries, dead letters, parking,
-// replays and the outbox relay use it. Errors are as for Publisher.Send.
+// replays and the outbox relay use it, so the envelope's Error travels (a
+// Send leaves it off). An envelope that cannot be rendered (no ID, Version
+// or Attempt below 1, a field too long for its AMQP property) or a header
+// value AMQP cannot carry fails before anything is sent. Errors are
+// otherwise as for Publisher.Send.
 func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 	if m.Envelope == nil {
 		return errors.New("acemq: PublishRaw was given a message without an envelope")
@@ -86,17 +87,17 @@ func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 		return ErrClosed
 	}
 	defer c.publishes.done()
-	if err := checkHeaders(m.Envelope.Headers); err != nil {
+	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return err
 	}
-	return c.send(ctx, m, nowNano())
+	return c.send(ctx, m, nowNano(), true)
 }
 
 // send renders and publishes m, recording the publish metrics with the
-// clock started at start.
-func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
-	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body), start)
+// clock started at start; moved is render's.
+func (c *Conn) send(ctx context.Context, m RawMessage, start int64, moved bool) error {
+	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, moved), start)
 }
 
 // publish puts msg on the transport, confirmed, and records the publish
@@ -110,6 +111,12 @@ func (c *Conn) publish(ctx context.Context, msg transport.Message, start int64) 
 	if err == nil {
 		err = c.t.Publish(ctx, msg)
 	}
+	return c.published(ctx, msg, start, err)
+}
+
+// published records the metrics of msg's publish, whose transport outcome
+// is err, and returns the error Send reports for it.
+func (c *Conn) published(ctx context.Context, msg transport.Message, start int64, err error) error {
 	if err != nil {
 		c.metrics.published(ctx, msg.Exchange, publishFailed, sinceSeconds(start))
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {

@@ -64,10 +64,14 @@
 //
 // Every message carries an Envelope (ID, Type, Version, CorrelationID,
 // CausationID, Attempt, FirstSeen, Origin, Error and the application's
-// Headers). On the wire its fields are reserved x-acemq- headers, mirrored
-// into the AMQP properties. A message from another producer without them
-// gets an envelope from its AMQP properties; one whose reserved headers are
-// damaged is parked with the reason.
+// Headers). On the wire (format v2) its fields travel in the AMQP
+// properties wherever AMQP has one (message-id, type, correlation-id,
+// timestamp, app-id, reply-to), so any AMQP client reads them; only
+// Version, CausationID, Attempt and Error travel as reserved x-acemq-
+// headers, and only when they differ from the default. Messages written by
+// earlier builds, with every field in a header, are read too. A message
+// from another producer gets its envelope from its AMQP properties; one
+// whose reserved headers are damaged is parked with the reason.
 //
 // # Metrics
 //

@@ -278,14 +278,13 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 	ctx = ds
 
 	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
-		cc := consumeContexts.Get().(*ConsumeContext)
-		*cc = ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
+		// The context is the interceptors' to keep (a WhenSettled closure
+		// may hold it): it is never reused.
+		cc := &ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
 		reason := runConsumeChain(ctx, chain, cc)
 		if cc.Envelope != nil {
 			env, ds.env = cc.Envelope, cc.Envelope
 		}
-		*cc = ConsumeContext{}
-		consumeContexts.Put(cc)
 		if env.Headers == nil {
 			env.Headers = make(map[string]any)
 		}
@@ -311,6 +310,3 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 	e.settle(ctx, d, ds, v, seconds)
 }
 
-// consumeContexts recycles the ConsumeContext a chain runs on; it is the
-// chain's for the length of the call only.
-var consumeContexts = sync.Pool{New: func() any { return new(ConsumeContext) }}

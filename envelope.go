@@ -13,30 +13,27 @@ import (
 )
 
 // Envelope is what acemq knows about a message besides its body: identity,
-// lineage, delivery history and the application's headers. On the wire each
-// field travels as a reserved x-acemq- header and, where AMQP has one, as
-// the matching message property, so broker tools show it too.
+// lineage, delivery history and the application's headers. On the wire
+// (format v2) each field travels in the AMQP property that holds it, so any
+// AMQP client and the broker's tools read it natively; what no property
+// holds travels in a reserved x-acemq- header, and only when it differs
+// from the default. docs/envelope.md has the table.
 type Envelope struct {
-	ID            string         // UUIDv7 unless given
-	Type          string         // default: the publisher's type name, e.g. "OrderPlaced"
+	ID            string         // UUIDv7 unless given; AMQP message-id
+	Type          string         // default: the publisher's type name, e.g. "OrderPlaced"; AMQP type
 	Version       int            // schema version, default 1
-	CorrelationID string         // the conversation this message belongs to
+	CorrelationID string         // the conversation this message belongs to; AMQP correlation-id
 	CausationID   string         // the ID of the message that caused this one
 	Attempt       int            // 1 on the first delivery
-	FirstSeen     time.Time      // UTC, set once when first published
-	Origin        string         // who published it first, <executable>@<hostname> by default
+	FirstSeen     time.Time      // UTC, whole seconds, set once when first published; AMQP timestamp
+	Origin        string         // who published it first, <executable>@<hostname> by default; AMQP app-id
 	Error         string         // the last failure's reason (retries, dead letters, parked)
-	ReplyTo       string         // where a reply goes (the AMQP reply-to property)
+	ReplyTo       string         // where a reply goes; AMQP reply-to
 	Headers       map[string]any // the application's headers
 
 	// reserved holds x-acemq- headers the fields above do not stand for,
 	// such as a routing slip's; only acemq's own packages set them.
 	reserved map[string]any
-
-	// boxedType and boxedOrigin are the publisher's Type and the Conn's
-	// Origin already boxed as header values; render uses them while the
-	// fields still hold those strings, so each Send boxes neither again.
-	boxedType, boxedOrigin any
 }
 
 // ReservedPrefix is the header namespace the engine owns. Application
@@ -44,25 +41,28 @@ type Envelope struct {
 // rendered onto the wire.
 const ReservedPrefix = "x-acemq-"
 
-// The reserved headers, one per Envelope field.
+// The reserved headers. Wire format v2 writes only version, causation-id,
+// attempt and error, each only when it differs from the default; the others
+// are v1's, read (and winning over the property) so that queues written by
+// earlier builds drain, and never written.
 const (
-	hdrID            = "x-acemq-id"
-	hdrType          = "x-acemq-type"
-	hdrVersion       = "x-acemq-version"
-	hdrCorrelationID = "x-acemq-correlation-id"
-	hdrCausationID   = "x-acemq-causation-id"
-	hdrAttempt       = "x-acemq-attempt"
-	hdrFirstSeen     = "x-acemq-first-seen"
-	hdrOrigin        = "x-acemq-origin"
-	hdrError         = "x-acemq-error"
-	reservedCount    = 9
+	hdrVersion     = "x-acemq-version"
+	hdrCausationID = "x-acemq-causation-id"
+	hdrAttempt     = "x-acemq-attempt"
+	hdrError       = "x-acemq-error"
+
+	hdrID            = "x-acemq-id"             // v1: message-id in v2
+	hdrType          = "x-acemq-type"           // v1: type in v2
+	hdrCorrelationID = "x-acemq-correlation-id" // v1: correlation-id in v2
+	hdrFirstSeen     = "x-acemq-first-seen"     // v1: timestamp in v2
+	hdrOrigin        = "x-acemq-origin"         // v1: app-id in v2
 )
 
 // maxTableEntries is the most entries amqp091-go reads in one AMQP table or
 // array; a message carrying more makes the reading connection fail as a
 // whole, again at every redelivery. maxHeaders, what Send accepts, and
 // maxReadHeaders, what a consumer accepts, leave room under it for the
-// reserved headers the engine renders (9) and the x-death headers a broker
+// reserved headers the engine renders (four at most) and the x-death headers a broker
 // adds when a retry tier dead-letters (up to 7), so that no move the engine
 // makes turns a readable message into an unreadable one.
 const (
@@ -101,69 +101,111 @@ func newID() string {
 	return uuid.NewString()
 }
 
-// render writes e and body into a transport message: application headers
-// first (reserved names dropped), then the reserved ones, then the AMQP
-// properties a broker tool shows.
-func render(e *Envelope, exchange, key, contentType string, body []byte) transport.Message {
-	n := len(e.Headers) + len(e.reserved) + 5 // id, type, version, attempt, first-seen
-	for _, s := range [...]string{e.CorrelationID, e.CausationID, e.Origin, e.Error} {
-		if s != "" {
-			n++
-		}
-	}
-	h := make(map[string]any, n)
-	for k, v := range e.Headers {
-		if !isReserved(k) {
-			h[k] = v
-		}
-	}
-	for k, v := range e.reserved {
-		h[k] = v
-	}
-	h[hdrID] = e.ID
-	h[hdrType] = boxed(e.boxedType, e.Type)
-	h[hdrVersion] = int32(e.Version)
-	h[hdrAttempt] = int32(e.Attempt)
-	h[hdrFirstSeen] = e.FirstSeen.UTC().Format(time.RFC3339Nano)
-	if e.CorrelationID != "" {
-		h[hdrCorrelationID] = e.CorrelationID
-	}
-	if e.CausationID != "" {
-		h[hdrCausationID] = e.CausationID
-	}
-	if e.Origin != "" {
-		h[hdrOrigin] = boxed(e.boxedOrigin, e.Origin)
-	}
-	if e.Error != "" {
-		h[hdrError] = e.Error
-	}
-	return transport.Message{
+// render writes e and body into a transport message in wire format v2: the
+// envelope's fields in the AMQP properties wherever AMQP has one, and in
+// reserved headers only what no property holds, only when it differs from
+// the default (SPEC §3). Application headers in the reserved namespace are
+// dropped. moved says the message is one the engine moves (a retry, a dead
+// letter, a parking, a replay, a relay): only such a message carries Error.
+func render(e *Envelope, exchange, key, contentType string, body []byte, moved bool) transport.Message {
+	m := transport.Message{
 		Exchange:      exchange,
 		RoutingKey:    key,
-		Headers:       h,
 		ContentType:   contentType,
 		MessageID:     e.ID,
 		CorrelationID: e.CorrelationID,
 		Type:          e.Type,
 		AppID:         e.Origin,
 		ReplyTo:       e.ReplyTo,
-		Timestamp:     e.FirstSeen,
+		Timestamp:     wireTime(e.FirstSeen),
 		Body:          body,
 	}
-}
-
-// boxed returns b when it holds the string s, else s boxed anew.
-func boxed(b any, s string) any {
-	if bs, ok := b.(string); ok && bs == s {
-		return b
+	extra := len(e.reserved)
+	if e.Version != 1 {
+		extra++
 	}
-	return s
+	if e.CausationID != "" {
+		extra++
+	}
+	if e.Attempt > 1 {
+		extra++
+	}
+	if moved && e.Error != "" {
+		extra++
+	}
+	clean := true
+	for k := range e.Headers {
+		if isReserved(k) {
+			clean = false
+			break
+		}
+	}
+	if extra == 0 && clean {
+		// The common case: nothing to add and nothing to drop. Every
+		// transport copies the map it is given, so it can go as it is.
+		if len(e.Headers) > 0 {
+			m.Headers = e.Headers
+		}
+		return m
+	}
+	h := make(map[string]any, len(e.Headers)+extra)
+	for k, v := range e.Headers {
+		if !isReserved(k) {
+			h[k] = v
+		}
+	}
+	for k, v := range e.reserved {
+		if !isFieldHeader(k) {
+			h[k] = v
+		}
+	}
+	if e.Version != 1 {
+		h[hdrVersion] = int32(e.Version)
+	}
+	if e.CausationID != "" {
+		h[hdrCausationID] = e.CausationID
+	}
+	if e.Attempt > 1 {
+		h[hdrAttempt] = int32(e.Attempt)
+	}
+	if moved && e.Error != "" {
+		h[hdrError] = e.Error
+	}
+	if len(h) > 0 {
+		m.Headers = h
+	}
+	return m
 }
 
-// parseEnvelope reads the envelope of a message that arrived. It never
-// fails to return one: a message from a foreign producer gets an envelope
-// derived from its AMQP properties. The error is non-nil when a reserved
-// header is present but unreadable; the message is then parked with it.
+// wireTime is t as the AMQP timestamp property holds it: whole seconds, UTC.
+// The zero time stays zero (no timestamp).
+func wireTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Second).UTC()
+}
+
+// isFieldHeader reports whether name is the reserved header of an Envelope
+// field, in wire format v1 or v2: such a name in the reserved map would be
+// read back as the field, so it is never rendered from there.
+func isFieldHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case hdrID, hdrType, hdrVersion, hdrCorrelationID, hdrCausationID,
+		hdrAttempt, hdrFirstSeen, hdrOrigin, hdrError, transport.UnreadableHeaders:
+		return true
+	}
+	return false
+}
+
+// parseEnvelope reads the envelope of a message that arrived, in wire
+// format v2 or v1. It never fails to return one: the fields come from the
+// AMQP properties, and a v1 header (x-acemq-id, -type, -correlation-id,
+// -first-seen, -origin) wins over its property, so queues written by
+// earlier builds drain. A message from a foreign producer gets the same
+// treatment, with a new ID when it has none. The error is non-nil when a
+// reserved header is present but unreadable, or a field could not be
+// written to the wire again; the message is then parked with it.
 func parseEnvelope(m *transport.Message) (*Envelope, error) {
 	e := &Envelope{
 		ID:            m.MessageID,
@@ -220,11 +262,14 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 			e.reserved[k] = v
 		}
 	}
+	// A v1 header may hold what no AMQP property can; a move would then
+	// fail at every attempt, so the message is parked instead.
+	note(checkProperties(e))
 	if e.ID == "" {
 		e.ID = newID()
 	}
 	if e.FirstSeen.IsZero() {
-		e.FirstSeen = time.Now().UTC()
+		e.FirstSeen = wireTime(time.Now())
 	}
 	return e, problem
 }
@@ -323,61 +368,6 @@ func quoteValue(v any) string {
 		s = s[:64] + "..."
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// checkHeaders reports the first application header whose value an AMQP
-// table cannot carry.
-func checkHeaders(h map[string]any) error {
-	if len(h) > maxHeaders {
-		return fmt.Errorf("acemq: %d headers, more than the %d a message may carry", len(h), maxHeaders)
-	}
-	for k, v := range h {
-		if err := checkHeaderValue(k, v); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkHeaderValue reports whether v is something an AMQP table carries.
-func checkHeaderValue(name string, v any) error {
-	if err := checkValue(v, 0); err != nil {
-		return fmt.Errorf("acemq: header %q: %w", name, err)
-	}
-	return nil
-}
-
-const maxHeaderDepth = 32
-
-func checkValue(v any, depth int) error {
-	if depth > maxHeaderDepth {
-		return fmt.Errorf("nested deeper than %d levels", maxHeaderDepth)
-	}
-	switch x := v.(type) {
-	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time:
-		return nil
-	case []any:
-		if len(x) > maxTableEntries {
-			return fmt.Errorf("an array of %d elements, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
-		}
-		for i, e := range x {
-			if err := checkValue(e, depth+1); err != nil {
-				return fmt.Errorf("element %d: %w", i, err)
-			}
-		}
-		return nil
-	case map[string]any:
-		if len(x) > maxTableEntries {
-			return fmt.Errorf("a table of %d entries, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
-		}
-		for k, e := range x {
-			if err := checkValue(e, depth+1); err != nil {
-				return fmt.Errorf("field %q: %w", k, err)
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("a %T cannot travel in an AMQP table (use a string, bool, integer, float, []byte, time.Time, []any or map[string]any)", v)
 }
 
 // EnvelopeOf reads the envelope of a message as a consumer would: a message

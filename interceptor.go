@@ -20,9 +20,9 @@ type PublishInterceptor func(ctx context.Context, c *PublishContext) error
 type ConsumeInterceptor func(ctx context.Context, c *ConsumeContext) error
 
 // PublishContext is the message a publish interceptor may change before it
-// is encoded. It belongs to the chain for the length of the call only: the
-// engine reuses it afterwards, so an interceptor must not keep the pointer
-// (the Envelope it points to may be kept).
+// is encoded. Each publish gets a new one and the engine never reuses it, so
+// an interceptor (or a closure it leaves behind) may keep the pointer and
+// still find what the chain left there.
 type PublishContext struct {
 	// Exchange and RoutingKey are where the message goes; changes take effect.
 	Exchange, RoutingKey string
@@ -50,8 +50,9 @@ func (c *PublishContext) SetHeader(name string, value any) {
 }
 
 // ConsumeContext is a delivery as the consume interceptors see it, before
-// anything decodes it. Like PublishContext it is reused once the chain has
-// run: keep the Envelope, not the ConsumeContext.
+// anything decodes it. Each delivery gets a new one and the engine never
+// reuses it: a WhenSettled callback that keeps it still sees its Queue,
+// Envelope, Body and ContentType.
 type ConsumeContext struct {
 	// Queue is the queue the delivery came from.
 	Queue string

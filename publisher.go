@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,9 +20,6 @@ type Publisher[T any] struct {
 	key      string
 	cfg      publisherConfig
 	raw      bool
-	// boxedType is cfg.typeName as an interface value, made once so that
-	// rendering a message does not box the same string again.
-	boxedType any
 }
 
 // NewPublisher returns a Publisher of T to exchange with routingKey; the
@@ -45,7 +43,6 @@ func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...Publisher
 	if p.raw && p.cfg.contentType == "" {
 		p.cfg.contentType = rawContentType
 	}
-	p.boxedType = p.cfg.typeName
 	return p
 }
 
@@ -72,9 +69,12 @@ type PublishResult struct {
 }
 
 // Send publishes v and returns once the broker confirmed it. A publish
-// interceptor's refusal is returned as it is (== holds); otherwise the error
-// wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A message
-// that was not confirmed is never reported as sent.
+// interceptor's refusal is returned as it is (== holds). An envelope the
+// interceptors left unrenderable (an empty ID, a Version or Attempt below 1,
+// a field longer than its AMQP property's 255 bytes) or a header value AMQP
+// cannot carry fails with the reason before anything is sent. Otherwise the
+// error wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A
+// message that was not confirmed is never reported as sent.
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
 	_, err := p.send(ctx, v, opts)
 	return err
@@ -92,7 +92,7 @@ func (p *Publisher[T]) send(ctx context.Context, v T, opts []SendOption) (string
 	if err != nil {
 		return idOf(m), err
 	}
-	return m.Envelope.ID, p.conn.send(ctx, m, nowNano())
+	return m.Envelope.ID, p.conn.send(ctx, m, nowNano(), false)
 }
 
 func idOf(m RawMessage) string {
@@ -102,42 +102,66 @@ func idOf(m RawMessage) string {
 	return m.Envelope.ID
 }
 
-// SendAll publishes every value of vs, running the publish chain once per
-// value, concurrently, and returns one result per value in vs's order. The
-// publishes are pipelined: the whole batch is in flight before any confirm
-// is awaited. An interceptor keeping state must therefore be safe for
-// concurrent use.
+// SendAll publishes every value of vs and returns one result per value, in
+// vs's order, each with the message ID and the error Send would have
+// returned. It works in two steps, whatever the batch's size. First the
+// publish chain and the codec run for every value, concurrently (with
+// interceptors, on one goroutine per value, so an interceptor keeping state
+// must be safe for concurrent use; the chain does not run in payload order).
+// Only then is every accepted message published, pipelined, and the
+// confirms awaited together: the whole chain has run before any confirm is
+// awaited. A refusal is the interceptor's very error value, as with Send.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) []PublishResult {
 	results := make([]PublishResult, len(vs))
-	workers := min(len(vs), sendAllWorkers)
-	if workers <= 1 {
-		for i := range vs {
-			results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
+	fail := func(err error) []PublishResult {
+		for i := range results {
+			results[i].Err = err
 		}
 		return results
 	}
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int, workers)
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				results[i].ID, results[i].Err = p.send(ctx, vs[i], opts)
-			}
-		})
+	switch {
+	case len(vs) == 0:
+		return results
+	case p == nil || p.conn == nil:
+		return fail(errNoConn)
+	case !p.conn.publishes.add():
+		return fail(ErrClosed)
 	}
-	for i := range vs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	defer p.conn.publishes.done()
+	msgs := make([]RawMessage, len(vs))
+	p.prepareAll(ctx, vs, opts, msgs, results)
+	p.conn.sendBatch(ctx, msgs, results)
 	return results
 }
 
-// sendAllWorkers bounds the goroutines of one SendAll: enough to keep the
-// transport's confirm window full, few enough to stay cheap.
-var sendAllWorkers = max(256, 64*runtime.GOMAXPROCS(0))
+// prepareAll runs prepare for every value of vs, concurrently, into msgs
+// and results. With a publish chain each value gets a goroutine of its own,
+// as the interceptors' documentation promises; without one no user code
+// runs, and a goroutine per core does the encoding.
+func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, msgs []RawMessage, results []PublishResult) {
+	one := func(i int) {
+		m, err := p.prepare(ctx, vs[i], opts)
+		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
+	}
+	var wg sync.WaitGroup
+	if len(p.conn.cfg.publishChain) > 0 {
+		for i := range vs {
+			wg.Go(func() { one(i) })
+		}
+		wg.Wait()
+		return
+	}
+	workers := min(len(vs), runtime.GOMAXPROCS(0))
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(vs); i = int(next.Add(1) - 1) {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+}
 
 // Prepare runs the publish chain and the codec on v, as Send would, and
 // returns the message ready for Conn.PublishRaw without sending it. The
@@ -169,9 +193,9 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 	env := p.envelope(ctx, sc)
 	m := RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
-		// Only a chain needs the PublishContext and the boxed payload.
-		pc := publishContexts.Get().(*PublishContext)
-		*pc = PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
+		// Only a chain needs the PublishContext and the boxed payload. The
+		// context is the interceptors' to keep: it is never reused.
+		pc := &PublishContext{Exchange: p.exchange, RoutingKey: p.key, Payload: v, Envelope: env}
 		err := runPublishChain(ctx, chain, pc)
 		m.Exchange, m.RoutingKey = pc.Exchange, pc.RoutingKey
 		if pc.Envelope != nil {
@@ -180,38 +204,37 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 		if replaced, ok := pc.Payload.(T); ok && err == nil {
 			v = replaced
 		}
-		*pc = PublishContext{}
-		publishContexts.Put(pc)
 		if err != nil {
 			p.conn.metrics.published(ctx, m.Exchange, publishRefused, -1)
 			return RawMessage{Envelope: env}, err
 		}
 	}
-	if err := checkHeaders(m.Envelope.Headers); err != nil {
+	codec := p.conn.cfg.codec
+	if p.raw {
+		m.ContentType = p.cfg.contentType
+	} else {
+		m.ContentType = codec.ContentType()
+	}
+	if err := checkMessage(&m); err != nil {
 		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return m, err
 	}
 	if p.raw {
-		m.Body, m.ContentType = []byte(any(v).(Raw)), p.cfg.contentType
+		m.Body = []byte(any(v).(Raw))
 		return m, nil
 	}
-	codec := p.conn.cfg.codec
 	body, err := codec.Encode(v)
 	if err != nil {
 		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, codec.ContentType(), err)
+		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, m.ContentType, err)
 	}
-	m.Body, m.ContentType = body, codec.ContentType()
+	m.Body = body
 	return m, nil
 }
 
 // noSendOptions is the configuration of a Send given no options. It is
 // never written.
 var noSendOptions sendConfig
-
-// publishContexts recycles the PublishContext a chain runs on; it is the
-// chain's for the length of the call only.
-var publishContexts = sync.Pool{New: func() any { return new(PublishContext) }}
 
 // envelope builds the envelope of a new message: options first, then what
 // the delivery being handled (if ctx carries one) implies, then defaults.
@@ -223,12 +246,10 @@ func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
 		CorrelationID: sc.correlationID,
 		CausationID:   sc.causationID,
 		Attempt:       1,
-		FirstSeen:     time.Now().UTC(),
+		FirstSeen:     wireTime(time.Now()), // as the AMQP timestamp carries it
 		Origin:        p.conn.cfg.origin,
 		Headers:       sc.headers,
 		reserved:      sc.reserved,
-		boxedType:     p.boxedType,
-		boxedOrigin:   p.conn.boxedOrigin,
 	}
 	if env.ID == "" {
 		env.ID = newID()

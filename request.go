@@ -26,7 +26,7 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 		return nil, ErrClosed
 	}
 	defer c.publishes.done()
-	if err := checkHeaders(m.Envelope.Headers); err != nil {
+	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 	err := ctx.Err()
 	var r transport.Message
 	if err == nil {
-		r, err = c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body))
+		r, err = c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false))
 	}
 	if err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)

@@ -133,7 +133,10 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 const maxReason = 4096
 
 // clipReason cuts s to maxReason bytes, on a rune boundary, marking the cut.
+// Invalid UTF-8 (a decode error quoting a hostile body) is replaced first:
+// the reason travels as a header the next consumer reads as text.
 func clipReason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= maxReason {
 		return s
 	}
@@ -180,7 +183,7 @@ func (c *engine) move(ctx context.Context, d transport.Delivery, env *Envelope, 
 		if v.outcome == OutcomeRetried {
 			next.Attempt++
 		}
-		msg = render(next, "", target, d.ContentType, d.Body)
+		msg = render(next, "", target, d.ContentType, d.Body, true)
 	}
 	if err := c.conn.publish(ctx, msg, nowNano()); err != nil {
 		return err

@@ -23,6 +23,9 @@
 //     channel (the broker redelivers it instead).
 //   - Declare is idempotent; a transport that reconnects declares again what
 //     it declared before.
+//   - A transport may also implement BatchPublisher, which SendAll uses to
+//     put a whole batch in flight from one call; its promises are Publish's,
+//     message by message.
 package transport
 
 import (
@@ -186,4 +189,19 @@ type Transport interface {
 	// Close releases the connection. It is idempotent; every later call
 	// fails with ErrClosed.
 	Close() error
+}
+
+// BatchPublisher is what a Transport may add to publish many messages from
+// one call. The engine's SendAll uses it when the transport has it, and
+// calls Publish from a pool of goroutines otherwise; a transport whose
+// publishes are cheap to make concurrent need not implement it.
+type BatchPublisher interface {
+	// PublishBatch publishes every message of ms as Publish would
+	// (mandatory, confirmed), with all of them in flight together as far as
+	// the transport's confirm window allows, and returns once each one is
+	// confirmed or has failed. The result has one error per message, in ms's
+	// order: nil for a confirmed one, otherwise what Publish would have
+	// returned for it. When ctx ends, the messages not yet confirmed fail
+	// with ctx's error.
+	PublishBatch(ctx context.Context, ms []Message) []error
 }

@@ -101,7 +101,10 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	field("type", fmt.Sprintf("%s (version %d)", env.Type, env.Version))
 	field("attempt", strconv.Itoa(env.Attempt))
 	if !env.FirstSeen.IsZero() {
-		field("first seen", env.FirstSeen.UTC().Format(time.RFC3339Nano))
+		// To the second, as the AMQP timestamp holds it: a message written
+		// by an earlier build (x-acemq-first-seen, with nanoseconds) shows
+		// as the same envelope.
+		field("first seen", env.FirstSeen.UTC().Format(time.RFC3339))
 	}
 	field("origin", env.Origin)
 	field("error", env.Error)

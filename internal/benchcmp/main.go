@@ -58,7 +58,7 @@ func newPayload() (payload, []byte) {
 // env is what every scenario shares.
 type env struct {
 	url      string
-	n        int
+	n        int // messages per run of the scenario being run
 	latencyN int
 	payload  payload
 	body     []byte
@@ -73,31 +73,37 @@ type scenario struct {
 	name     string
 	baseline string // the scenario it is compared with; "" for a baseline
 	run      scenarioFunc
-	latency  bool
+	latency  bool // measures latency at a steady rate; -latency-n messages
+	consume  bool // consumes preloaded messages; -consume-n of them
+	small    bool // one confirm at a time, slow: -n/10 messages
 	results  []measurement
 }
 
 func scenarios(latencyRate int) []*scenario {
+	lat := fmt.Sprintf("@%d msg/s", latencyRate)
 	return []*scenario{
-		{name: "raw confirm each (window 1)", run: rawPipelined(1, false)},
+		{name: "raw confirm each (window 1)", run: rawPipelined(1, false), small: true},
 		{name: "raw pipelined (window 1024)", run: rawPipelined(1024, false)},
 		{name: "raw no confirms", run: rawPipelined(0, false)},
-		{name: "raw pipelined, acemq headers", baseline: "raw pipelined (window 1024)", run: rawPipelined(1024, true)},
+		{name: "raw pipelined, acemq properties", baseline: "raw pipelined (window 1024)", run: rawPipelined(1024, true)},
 		{name: "raw 8 goroutines, shared channel", run: rawSharedChannel(8)},
-		{name: "acemq Send loop", baseline: "raw confirm each (window 1)", run: acemqSend(1)},
+		{name: "raw 64 goroutines, shared channel", run: rawSharedChannel(64)},
+		{name: "acemq Send loop", baseline: "raw confirm each (window 1)", run: acemqSend(1), small: true},
 		{name: "acemq SendAll", baseline: "raw pipelined (window 1024)", run: acemqSendAll},
 		{name: "acemq Send 8 goroutines", baseline: "raw 8 goroutines, shared channel", run: acemqSend(8)},
 		{name: "acemq Send 64 goroutines", baseline: "raw pipelined (window 1024)", run: acemqSend(64)},
-		{name: "raw consumer prefetch 500", run: rawConsume(500)},
-		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500)},
-		{name: fmt.Sprintf("acemq latency @%d msg/s", latencyRate), run: acemqLatency(latencyRate), latency: true},
+		{name: "raw consumer prefetch 500", run: rawConsume(500), consume: true},
+		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
+		{name: "raw latency " + lat, run: rawLatency(latencyRate), latency: true},
+		{name: "acemq latency " + lat, baseline: "raw latency " + lat, run: acemqLatency(latencyRate), latency: true},
 	}
 }
 
 func main() {
 	var (
 		url        = flag.String("url", "", "the broker (default $ACEMQ_RABBITMQ_URL, else the local guest account)")
-		n          = flag.Int("n", 20000, "messages per scenario run")
+		n          = flag.Int("n", 20000, "messages per publishing scenario run (a tenth for the one-at-a-time ones)")
+		consumeN   = flag.Int("consume-n", 100000, "messages per consumer scenario run")
 		runs       = flag.Int("runs", 5, "runs of each scenario")
 		latencyN   = flag.Int("latency-n", 5000, "messages per latency run")
 		rate       = flag.Int("rate", 1000, "messages per second in the latency scenario")
@@ -114,7 +120,7 @@ func main() {
 	if *only != "" {
 		filter = regexp.MustCompile(*only)
 	}
-	e := &env{url: *url, n: *n, latencyN: *latencyN, meter: newMeter()}
+	e := &env{url: *url, latencyN: *latencyN, meter: newMeter()}
 	e.payload, e.body = newPayload()
 	admin, err := amqp.Dial(e.url)
 	if err != nil {
@@ -140,10 +146,18 @@ func main() {
 			chosen = append(chosen, s)
 		}
 	}
-	fmt.Printf("benchcmp: %d × %d-byte JSON persistent messages per run, %d runs, GOMAXPROCS %d, broker pid %d\n",
-		e.n, len(e.body), *runs, runtime.GOMAXPROCS(0), e.meter.brokerPID)
+	fmt.Printf("benchcmp: %d-byte JSON persistent messages; %d per publishing run (%d one at a time), %d per consumer run, %d at %d msg/s for latency; %d runs; GOMAXPROCS %d; broker pid %d\n",
+		len(e.body), *n, max(1, *n/10), *consumeN, *latencyN, *rate, *runs, runtime.GOMAXPROCS(0), e.meter.brokerPID)
 	for r := range *runs {
 		for _, s := range chosen {
+			switch {
+			case s.consume:
+				e.n = *consumeN
+			case s.small:
+				e.n = max(1, *n/10)
+			default:
+				e.n = *n
+			}
 			m, err := e.once(s)
 			if err != nil {
 				log.Fatalf("benchcmp: %s, run %d: %v", s.name, r+1, err)
@@ -282,21 +296,28 @@ func median[T float64 | time.Duration](xs []T) T {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// report prints the table: one row per scenario, the ratio of its median to
-// its baseline's median.
+// report prints the table: one row per scenario, the ratio of its median
+// rate to its baseline's (of p50 and p99 for latency, where lower is
+// better), and the ratio of its client CPU per message to the baseline's.
 func report(out *os.File, all, chosen []*scenario) {
 	byName := map[string]*scenario{}
 	for _, s := range all {
 		byName[s.name] = s
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tmsgs/s median\tmin\tmax\tratio\tvs\tclient µs/msg\tbroker µs/msg\tp50\tp99\t")
+	fmt.Fprintln(w, "scenario\tmsgs/s median\tmin\tmax\tratio\tvs\tclient µs/msg\tclient ratio\tbroker µs/msg\tp50\tp99\t")
 	for _, s := range chosen {
 		st := summarize(s.results)
-		ratio, vs := "", ""
+		ratio, vs, cpu := "", "", ""
 		if b := byName[s.baseline]; b != nil && len(b.results) > 0 {
-			ratio = fmt.Sprintf("%.2f×", st.med/summarize(b.results).med)
+			bs := summarize(b.results)
+			if s.latency {
+				ratio = fmt.Sprintf("p50 %.2f× p99 %.2f×", float64(st.p50)/float64(bs.p50), float64(st.p99)/float64(bs.p99))
+			} else {
+				ratio = fmt.Sprintf("%.2f×", st.med/bs.med)
+			}
 			vs = b.name
+			cpu = fmt.Sprintf("%.2f×", st.client/bs.client)
 		}
 		broker := "n/a"
 		if st.haveBroker {
@@ -306,8 +327,8 @@ func report(out *os.File, all, chosen []*scenario) {
 		if s.latency {
 			p50, p99 = st.p50.Round(10*time.Microsecond).String(), st.p99.Round(10*time.Microsecond).String()
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%.1f\t%s\t%s\t%s\t\n",
-			s.name, st.med, st.lo, st.hi, ratio, vs, st.client, broker, p50, p99)
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			s.name, st.med, st.lo, st.hi, ratio, vs, st.client, cpu, broker, p50, p99)
 	}
 	_ = w.Flush()
 }

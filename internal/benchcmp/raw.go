@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,27 +42,17 @@ func (e *env) rawPublishing() amqp.Publishing {
 	return amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: e.body}
 }
 
-// acemqPublishing is a message as acemq puts it on the wire: the envelope as
-// reserved headers, mirrored in the properties. Publishing it raw shows what
-// the wire format alone costs the client's library and the broker.
+// acemqPublishing is a message as acemq puts it on the wire (format v2,
+// first attempt, version 1): the envelope in the properties, no header.
+// Publishing it raw shows what the wire format alone costs the client's
+// library and the broker over a bare message.
 func (e *env) acemqPublishing() amqp.Publishing {
-	now := time.Now().UTC()
-	id := "01936f5e-8f3a-7c1e-9a4b-2f6d8e0c1a2b"
-	origin := "benchcmp@" + hostname()
 	return amqp.Publishing{
-		Headers: amqp.Table{
-			"x-acemq-id":         id,
-			"x-acemq-type":       "payload",
-			"x-acemq-version":    int32(1),
-			"x-acemq-attempt":    int32(1),
-			"x-acemq-first-seen": now.Format(time.RFC3339Nano),
-			"x-acemq-origin":     origin,
-		},
 		ContentType:  "application/json",
-		MessageId:    id,
+		MessageId:    "01936f5e-8f3a-7c1e-9a4b-2f6d8e0c1a2b",
 		Type:         "payload",
-		AppId:        origin,
-		Timestamp:    now,
+		AppId:        "benchcmp@" + hostname(),
+		Timestamp:    time.Now().Truncate(time.Second),
 		DeliveryMode: amqp.Persistent,
 		Body:         e.body,
 	}
@@ -77,8 +68,8 @@ func hostname() string {
 
 // rawPipelined publishes n messages from one goroutine with up to window
 // confirms in flight; window 1 is one-at-a-time confirms, window 0 no
-// confirms at all. With headers it sends acemq's wire format.
-func rawPipelined(window int, headers bool) scenarioFunc {
+// confirms at all. With props it sends acemq's wire format.
+func rawPipelined(window int, props bool) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
 		conn, ch, err := rawChannel(e, window > 0)
 		if err != nil {
@@ -87,7 +78,7 @@ func rawPipelined(window int, headers bool) scenarioFunc {
 		defer conn.Close()
 		ctx := context.Background()
 		msg := e.rawPublishing()
-		if headers {
+		if props {
 			msg = e.acemqPublishing()
 		}
 		if window == 0 {
@@ -209,5 +200,101 @@ func rawConsume(prefetch int) scenarioFunc {
 		}
 		b := e.meter.sample()
 		return between(a, b, e.n), nil
+	}
+}
+
+// rawLatency publishes e.latencyN messages at a steady rate (open loop, a
+// goroutine per publish waiting for its own confirm) on one channel, to a
+// consumer on a second channel of the same connection with prefetch 500
+// that decodes each body and acks it, and measures from each publish's
+// scheduled time to its decode.
+func rawLatency(rate int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) {
+		conn, pub, err := rawChannel(e, true)
+		if err != nil {
+			return measurement{}, err
+		}
+		defer conn.Close()
+		sub, err := conn.Channel()
+		if err != nil {
+			return measurement{}, err
+		}
+		if err := sub.Qos(500, 0, false); err != nil {
+			return measurement{}, err
+		}
+		ds, err := sub.Consume(q, "", false, false, false, false, nil)
+		if err != nil {
+			return measurement{}, err
+		}
+		n := e.latencyN
+		lat := make([]time.Duration, n)
+		start := time.Now()
+		consumed := make(chan error, 1)
+		go func() {
+			for range n {
+				d, ok := <-ds
+				if !ok {
+					consumed <- errors.New("the delivery channel closed")
+					return
+				}
+				var p payload
+				if err := json.Unmarshal(d.Body, &p); err != nil {
+					consumed <- err
+					return
+				}
+				if i := p.Seq; i >= 0 && i < int64(n) {
+					lat[i] = time.Since(start) - time.Duration(p.At)
+				}
+				if err := d.Ack(false); err != nil {
+					consumed <- err
+					return
+				}
+			}
+			consumed <- nil
+		}()
+		ctx := context.Background()
+		interval := time.Second / time.Duration(rate)
+		var first atomic.Value
+		var wg sync.WaitGroup
+		a := e.meter.sample()
+		base := time.Since(start)
+		for i := range n {
+			due := base + time.Duration(i)*interval
+			if wait := due - time.Since(start); wait > 0 {
+				time.Sleep(wait)
+			}
+			v := e.payload
+			v.Seq, v.At = int64(i), int64(due)
+			wg.Go(func() {
+				body, _ := json.Marshal(v)
+				msg := e.rawPublishing()
+				msg.Body = body
+				dc, err := pub.PublishWithDeferredConfirmWithContext(ctx, "", q, true, false, msg)
+				if err == nil {
+					if ok, werr := dc.WaitContext(ctx); werr != nil || !ok {
+						err = fmt.Errorf("confirm: ok=%v err=%v", ok, werr)
+					}
+				}
+				if err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			})
+		}
+		wg.Wait()
+		if err, _ := first.Load().(error); err != nil {
+			return measurement{}, err
+		}
+		select {
+		case err := <-consumed:
+			if err != nil {
+				return measurement{}, err
+			}
+		case <-time.After(time.Minute):
+			return measurement{}, errors.New("the messages did not all arrive within a minute")
+		}
+		m := between(a, e.meter.sample(), n)
+		slices.Sort(lat)
+		m.p50, m.p99 = lat[n*50/100], lat[n*99/100]
+		return m, nil
 	}
 }

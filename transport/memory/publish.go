@@ -70,6 +70,17 @@ func (b *Broker) routeLocked(ex *exchange, key string) []*queue {
 	return out
 }
 
+// PublishBatch publishes each message of ms as Publish does, in order: in
+// process a publish is confirmed as it is made, so there is nothing to
+// pipeline. The result has one error per message.
+func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []error {
+	errs := make([]error, len(ms))
+	for i, m := range ms {
+		errs[i] = t.Publish(ctx, m)
+	}
+	return errs
+}
+
 // Publish routes m and returns once every queue it reached holds it, which in
 // process is at once. It copies m's body and header map. It fails with an
 // error wrapping transport.ErrNotFound when the exchange does not exist and

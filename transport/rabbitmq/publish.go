@@ -108,8 +108,48 @@ func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
 	}
 }
 
+// PublishBatch publishes every message of ms as Publish does, all from
+// this goroutine: each takes a confirm-window token and goes to the
+// writers at once, so up to the window's worth are in flight while later
+// ones wait for room, and the confirms are awaited together once every
+// message is queued. The result has one error per message, in ms's order.
+func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []error {
+	errs := make([]error, len(ms))
+	reqs := make([]*pubReq, len(ms))
+	for i, m := range ms {
+		if t.isClosed() {
+			errs[i] = errClosed("publish")
+			continue
+		}
+		req, err := newPubReq(ctx, m, true)
+		if err == nil {
+			err = t.enqueue(ctx, t.reqs, req)
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		reqs[i] = req
+	}
+	for i, req := range reqs {
+		if req != nil {
+			errs[i] = t.await(ctx, req)
+		}
+	}
+	return errs
+}
+
 // send takes a window token, queues req on q and waits for its outcome.
 func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error {
+	if err := t.enqueue(ctx, q, req); err != nil {
+		return err
+	}
+	return t.await(ctx, req)
+}
+
+// enqueue takes a window token for req, waiting up to ctx, and queues it
+// on q for the writers.
+func (t *Transport) enqueue(ctx context.Context, q chan *pubReq, req *pubReq) error {
 	if err := t.acquire(ctx, req); err != nil {
 		return err
 	}
@@ -117,10 +157,15 @@ func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error
 	// as the window, so this never blocks; the default is a safety net.
 	select {
 	case q <- req:
+		return nil
 	default:
 		<-t.slots
 		return fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", req.what())
 	}
+}
+
+// await waits for the outcome of a queued req, up to ctx.
+func (t *Transport) await(ctx context.Context, req *pubReq) error {
 	select {
 	case err := <-req.done:
 		return err

@@ -246,3 +246,68 @@ func testConcurrentPublish(e *env) {
 		}
 	}
 }
+
+// testPublishBatch runs where the transport implements
+// transport.BatchPublisher: a batch larger than a confirm window is
+// delivered once each, every message whole; one message no queue takes
+// fails alone, in its place; a batch with an ended ctx publishes nothing.
+func testPublishBatch(e *env) {
+	tr := e.client()
+	bp, ok := tr.(transport.BatchPublisher)
+	if !ok {
+		e.t.Skip("the transport does not implement transport.BatchPublisher")
+	}
+	const n, lost = 1500, 700
+	q := e.queue("q", nil)
+	ms := make([]transport.Message, n)
+	for i := range ms {
+		id := fmt.Sprintf("b-%d", i)
+		ms[i] = transport.Message{RoutingKey: q, MessageID: id, Body: []byte(id)}
+	}
+	ms[0] = fullMessage(q)
+	ms[lost].RoutingKey = e.name("no-such-queue")
+	errs := bp.PublishBatch(e.ctx(), ms)
+	if len(errs) != n {
+		e.t.Fatalf("PublishBatch returned %d results for %d messages", len(errs), n)
+	}
+	for i, err := range errs {
+		switch {
+		case i == lost && !errors.Is(err, transport.ErrUnroutable):
+			e.t.Errorf("message %d, to a missing queue: %v; want ErrUnroutable", i, err)
+		case i != lost && err != nil:
+			e.t.Errorf("message %d: %v", i, err)
+		}
+	}
+	if e.t.Failed() {
+		return
+	}
+	c := e.consume(e.client(), q, 200)
+	seen := make(map[string]int, n)
+	for range n - 1 {
+		d := c.next()
+		seen[d.MessageID]++
+		if d.MessageID == ms[0].MessageID {
+			checkMessage(e.t, ms[0], d.Message)
+		} else if string(d.Body) != d.MessageID {
+			e.t.Errorf("message %q has body %q", d.MessageID, d.Body)
+		}
+		ack(e.t, d)
+	}
+	c.none()
+	for i, m := range ms {
+		if want := map[bool]int{true: 0, false: 1}[i == lost]; seen[m.MessageID] != want {
+			e.t.Errorf("message %s was consumed %d times; want %d", m.MessageID, seen[m.MessageID], want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(e.ctx())
+	cancel()
+	for i, err := range bp.PublishBatch(ctx, ms[1:50]) {
+		if !errors.Is(err, context.Canceled) {
+			e.t.Errorf("message %d of a batch with an ended ctx: %v; want context.Canceled", i, err)
+		}
+	}
+	if info := e.inspect(q); info.Messages != 0 {
+		e.t.Errorf("%d messages arrived from a batch with an ended ctx", info.Messages)
+	}
+}

@@ -115,6 +115,7 @@ var cases = []testCase{
 	{name: "RoutingTopic", run: testRoutingTopic},
 	{name: "RoutingFanout", run: testRoutingFanout},
 	{name: "ConcurrentPublish", run: testConcurrentPublish},
+	{name: "PublishBatch", run: testPublishBatch},
 	{name: "Prefetch", run: testPrefetch},
 	{name: "AckRemoves", run: testAckRemoves},
 	{name: "NackRequeue", run: testNackRequeue},

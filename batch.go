@@ -1,0 +1,54 @@
+package acemq
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// sendBatch publishes every message of msgs whose result has no error yet,
+// pipelined, and awaits their confirms together, writing each outcome into
+// results. A transport that implements transport.BatchPublisher gets them
+// all in one call (the RabbitMQ transport puts them in flight from this
+// goroutine and fills its confirm window); any other is called from a pool
+// of goroutines.
+func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []PublishResult) {
+	idx := make([]int, 0, len(msgs))
+	wire := make([]transport.Message, 0, len(msgs))
+	for i := range msgs {
+		if results[i].Err == nil {
+			idx = append(idx, i)
+			m := &msgs[i]
+			wire = append(wire, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false))
+		}
+	}
+	if len(wire) == 0 {
+		return
+	}
+	start := nowNano() // every body is encoded: the publish clock starts here
+	if bp, ok := c.t.(transport.BatchPublisher); ok {
+		for j, err := range bp.PublishBatch(ctx, wire) {
+			results[idx[j]].Err = c.published(ctx, wire[j], start, err)
+		}
+		return
+	}
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+	)
+	for range min(len(wire), batchWorkers) {
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < len(wire); j = int(next.Add(1) - 1) {
+				results[idx[j]].Err = c.publish(ctx, wire[j], start)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// batchWorkers bounds the goroutines publishing one batch on a transport
+// without PublishBatch: enough to keep a confirm window full.
+var batchWorkers = max(256, 64*runtime.GOMAXPROCS(0))

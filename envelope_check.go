@@ -1,0 +1,139 @@
+package acemq
+
+import (
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+)
+
+// What AMQP cannot carry is refused before the broker sees it. A property,
+// a table key, an exchange name and a routing key are AMQP short strings
+// (at most 255 bytes); amqp091-go fails to frame a longer one, and a
+// publish that can never be framed would otherwise be tried again and
+// again. The checks run at Send (after the interceptors), at Prepare and at
+// PublishRaw, so an envelope an interceptor left unrenderable fails that
+// payload with the reason, and nothing is parked later at a consumer.
+
+// maxShortString is the longest AMQP short string, in bytes.
+const maxShortString = 255
+
+// checkMessage reports the first reason m cannot travel: an envelope that
+// cannot be rendered, a destination or content type too long for AMQP, or
+// a header value an AMQP table cannot carry.
+func checkMessage(m *RawMessage) error {
+	if err := checkEnvelope(m.Envelope); err != nil {
+		return err
+	}
+	for _, f := range [...]struct{ name, value string }{
+		{"exchange", m.Exchange}, {"routing key", m.RoutingKey}, {"content type", m.ContentType},
+	} {
+		if len(f.value) > maxShortString {
+			return fmt.Errorf("acemq: the %s is %d bytes, more than the %d AMQP allows", f.name, len(f.value), maxShortString)
+		}
+	}
+	return checkHeaders(m.Envelope.Headers)
+}
+
+// checkEnvelope reports why e cannot be rendered so that a consumer reads
+// back the same envelope: no ID, a Version or Attempt out of range, a
+// FirstSeen before 1970 (AMQP's timestamp cannot carry it; a zero one
+// travels as no timestamp), a field too long for its AMQP property, or a
+// CausationID or Error, which travel as text headers, that is not UTF-8.
+// Reserved names in Headers are not a reason: they are dropped (SPEC §3).
+func checkEnvelope(e *Envelope) error {
+	switch {
+	case e == nil:
+		return fmt.Errorf("acemq: the message has no envelope")
+	case e.ID == "":
+		return fmt.Errorf("acemq: the envelope has an empty ID")
+	case e.Version < 1 || e.Version > math.MaxInt32:
+		return fmt.Errorf("acemq: the envelope's Version is %d, want 1 to %d", e.Version, math.MaxInt32)
+	case e.Attempt < 1 || e.Attempt > maxAttempt:
+		return fmt.Errorf("acemq: the envelope's Attempt is %d, want 1 to %d", e.Attempt, maxAttempt)
+	case !e.FirstSeen.IsZero() && e.FirstSeen.Before(time.Unix(0, 0)):
+		return fmt.Errorf("acemq: the envelope's FirstSeen, %s, is before 1970, which AMQP cannot carry", e.FirstSeen.UTC().Format(time.RFC3339))
+	}
+	for _, f := range [...]struct{ name, value string }{{"CausationID", e.CausationID}, {"Error", e.Error}} {
+		if !utf8.ValidString(f.value) {
+			// It travels as a header, which a consumer reads as text.
+			return fmt.Errorf("acemq: the envelope's %s is not valid UTF-8", f.name)
+		}
+	}
+	return checkProperties(e)
+}
+
+// checkProperties reports an envelope field too long for the AMQP property
+// it travels in.
+func checkProperties(e *Envelope) error {
+	for _, f := range [...]struct{ name, value string }{
+		{"ID", e.ID}, {"Type", e.Type}, {"CorrelationID", e.CorrelationID},
+		{"Origin", e.Origin}, {"ReplyTo", e.ReplyTo},
+	} {
+		if len(f.value) > maxShortString {
+			return fmt.Errorf("acemq: the envelope's %s is %d bytes, more than the %d an AMQP property holds", f.name, len(f.value), maxShortString)
+		}
+	}
+	return nil
+}
+
+// checkHeaders reports the first application header whose value an AMQP
+// table cannot carry.
+func checkHeaders(h map[string]any) error {
+	if len(h) > maxHeaders {
+		return fmt.Errorf("acemq: %d headers, more than the %d a message may carry", len(h), maxHeaders)
+	}
+	for k, v := range h {
+		if len(k) > maxShortString {
+			return fmt.Errorf("acemq: a header name of %d bytes, more than the %d AMQP allows", len(k), maxShortString)
+		}
+		if err := checkHeaderValue(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHeaderValue reports whether v is something an AMQP table carries.
+func checkHeaderValue(name string, v any) error {
+	if err := checkValue(v, 0); err != nil {
+		return fmt.Errorf("acemq: header %q: %w", name, err)
+	}
+	return nil
+}
+
+const maxHeaderDepth = 32
+
+func checkValue(v any, depth int) error {
+	if depth > maxHeaderDepth {
+		return fmt.Errorf("nested deeper than %d levels", maxHeaderDepth)
+	}
+	switch x := v.(type) {
+	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time:
+		return nil
+	case []any:
+		if len(x) > maxTableEntries {
+			return fmt.Errorf("an array of %d elements, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
+		}
+		for i, e := range x {
+			if err := checkValue(e, depth+1); err != nil {
+				return fmt.Errorf("element %d: %w", i, err)
+			}
+		}
+		return nil
+	case map[string]any:
+		if len(x) > maxTableEntries {
+			return fmt.Errorf("a table of %d entries, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
+		}
+		for k, e := range x {
+			if len(k) > maxShortString {
+				return fmt.Errorf("a field name of %d bytes, more than the %d AMQP allows", len(k), maxShortString)
+			}
+			if err := checkValue(e, depth+1); err != nil {
+				return fmt.Errorf("field %q: %w", k, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("a %T cannot travel in an AMQP table (use a string, bool, integer, float, []byte, time.Time, []any or map[string]any)", v)
+}
