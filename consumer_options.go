@@ -21,6 +21,7 @@ type consumerConfig struct {
 	noDeclare   bool
 	maxBody     int
 	accept      []string
+	killSwitch  *KillSwitchPolicy
 	errs        []error
 }
 
