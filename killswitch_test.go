@@ -501,3 +501,43 @@ func TestRouterPauses(t *testing.T) {
 		require.NoError(t, c.Health(ctxT(t)))
 	})
 }
+
+// healthLogger is a log handler that asks for the Conn's health at every
+// line, as a handler feeding a status page might.
+type healthLogger struct {
+	c     atomic.Pointer[acemq.Conn]
+	lines atomic.Int64
+}
+
+func (h *healthLogger) Enabled(context.Context, slog.Level) bool { return true }
+func (h *healthLogger) Handle(context.Context, slog.Record) error {
+	if c := h.c.Load(); c != nil {
+		_ = c.Health(context.Background())
+	}
+	h.lines.Add(1)
+	return nil
+}
+func (h *healthLogger) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *healthLogger) WithGroup(string) slog.Handler      { return h }
+
+// TestLogHandlerMayCallHealth checks that the kill switch and Pause log
+// outside their lock: a log handler that calls Health does not deadlock.
+func TestLogHandlerMayCallHealth(t *testing.T) {
+	t.Parallel()
+	h := &healthLogger{}
+	got, opt := newSettlements()
+	c := connect(t, opt, acemq.WithLogger(slog.New(h)))
+	h.c.Store(c)
+	q := acemqtestQueue(t)
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack {
+		return acemq.Retry(errors.New("down"))
+	}, acemq.KillSwitch(acemq.KillSwitchPolicy{MinFailures: 1, CoolDown: time.Millisecond}))
+	require.NoError(t, err)
+	run(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+	got.next(t)
+	eventually(t, "Health to say the consumer is paused", func() bool { return healthSays(c, "paused by the kill switch") })
+	cons.Pause()
+	cons.Resume()
+	eventually(t, "the trip, Pause and Resume to be logged", func() bool { return h.lines.Load() >= 3 })
+}

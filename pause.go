@@ -66,7 +66,13 @@ func (p *pauser) stopLocked() {
 func (e *engine) next(stop, stopTaking context.CancelFunc) (m mode, gen uint64, changed <-chan struct{}, probeAt time.Time) {
 	p := &e.pause
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var log func()
+	defer func() {
+		p.mu.Unlock()
+		if log != nil {
+			log()
+		}
+	}()
 	if p.changed == nil {
 		p.changed = make(chan struct{})
 	}
@@ -77,7 +83,9 @@ func (e *engine) next(stop, stopTaking context.CancelFunc) (m mode, gen uint64, 
 		return modeWait, 0, p.changed, p.probeAt
 	case p.tripped && !p.probing:
 		p.probing, p.probeOK = true, 0
-		e.conn.cfg.logger.Info("acemq: the kill switch probes the consumer", "queue", e.queue, "deliveries", probeDeliveries)
+		log = func() {
+			e.conn.cfg.logger.Info("acemq: the kill switch probes the consumer", "who", e.who, "queue", e.queue, "deliveries", probeDeliveries)
+		}
 	}
 	m = modeFull
 	if p.probing {
@@ -114,13 +122,14 @@ func (e *engine) startRun() {
 func (e *engine) pauseNow() {
 	p := &e.pause
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.manual {
+		p.mu.Unlock()
 		return
 	}
 	p.manual, p.manualSince = true, time.Now()
 	p.stopLocked()
 	p.notifyLocked()
+	p.mu.Unlock()
 	e.conn.cfg.logger.Info("acemq: the consumer was paused by Pause", "who", e.who, "queue", e.queue)
 }
 
@@ -128,8 +137,8 @@ func (e *engine) pauseNow() {
 func (e *engine) resume() {
 	p := &e.pause
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if !p.manual && !p.tripped {
+		p.mu.Unlock()
 		return
 	}
 	since := p.manualSince
@@ -142,6 +151,7 @@ func (e *engine) resume() {
 	p.manual, p.tripped, p.probing = false, false, false
 	p.window.reset()
 	p.notifyLocked()
+	p.mu.Unlock()
 	e.conn.cfg.logger.Info("acemq: the consumer was resumed by Resume", "who", e.who, "queue", e.queue,
 		"paused_for", time.Since(since).Round(time.Millisecond))
 }
@@ -156,7 +166,13 @@ func (e *engine) observe(failed, ran bool) {
 	}
 	p := &e.pause
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var log func()
+	defer func() {
+		p.mu.Unlock()
+		if log != nil {
+			log() // outside the lock: a log handler may well call Health
+		}
+	}()
 	switch {
 	case p.manual:
 		return
@@ -167,8 +183,11 @@ func (e *engine) observe(failed, ran bool) {
 		p.probing, p.probeAt = false, time.Now().Add(p.coolDown)
 		p.stopLocked()
 		p.notifyLocked()
-		e.conn.cfg.logger.Warn("acemq: a kill switch probe failed; the consumer stays paused",
-			"who", e.who, "queue", e.queue, "next_probe_in", p.coolDown)
+		wait := p.coolDown
+		log = func() {
+			e.conn.cfg.logger.Warn("acemq: a kill switch probe failed; the consumer stays paused",
+				"who", e.who, "queue", e.queue, "next_probe_in", wait)
+		}
 	case p.probing && ran:
 		p.probeOK++
 		if p.probeOK < probeDeliveries {
@@ -180,8 +199,11 @@ func (e *engine) observe(failed, ran bool) {
 		p.tripped, p.probing = false, false
 		p.window.reset()
 		p.notifyLocked()
-		e.conn.cfg.logger.Info("acemq: the kill switch resumed the consumer after a probe succeeded",
-			"who", e.who, "queue", e.queue, "paused_for", time.Since(p.trippedSince).Round(time.Millisecond))
+		pausedFor := time.Since(p.trippedSince).Round(time.Millisecond)
+		log = func() {
+			e.conn.cfg.logger.Info("acemq: the kill switch resumed the consumer after a probe succeeded",
+				"who", e.who, "queue", e.queue, "paused_for", pausedFor)
+		}
 	case p.probing:
 		return // the handler did not run: no evidence either way
 	default:
@@ -195,9 +217,11 @@ func (e *engine) observe(failed, ran bool) {
 		p.probeAt = p.trippedSince.Add(p.coolDown)
 		p.stopLocked()
 		p.notifyLocked()
-		e.conn.cfg.logger.Warn("acemq: the kill switch paused the consumer",
-			"who", e.who, "queue", e.queue, "failures", failures, "deliveries", total,
-			"window", ks.Window, "first_probe_in", p.coolDown)
+		log = func() {
+			e.conn.cfg.logger.Warn("acemq: the kill switch paused the consumer",
+				"who", e.who, "queue", e.queue, "failures", failures, "deliveries", total,
+				"window", ks.Window, "first_probe_in", ks.CoolDown)
+		}
 	}
 }
 
@@ -206,7 +230,13 @@ func (e *engine) observe(failed, ran bool) {
 func (e *engine) paused() (bool, string) {
 	p := &e.pause
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var log func()
+	defer func() {
+		p.mu.Unlock()
+		if log != nil {
+			log() // outside the lock: a log handler may well call Health
+		}
+	}()
 	switch {
 	case p.manual:
 		return true, fmt.Sprintf("%s of %q paused by Pause since %s", e.who, e.queue, stamp(p.manualSince))
