@@ -242,9 +242,9 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 
 // subscribe does what the pause state asks: waits while the engine is
 // paused, or runs one subscription to the queue (in full, or as a kill
-// switch probe) until it ends. It reports whether run should go on: false
-// when Consume returned an error, or nil while nothing of the engine's had
-// stopped it.
+// switch probe) until it ends. It reports whether run should go on, which
+// it should after a wait or after a subscription the engine stopped; not
+// after Consume failed, nor after it returned by itself.
 func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, err error) {
 	// stop returns the prefetched deliveries; stopTaking only stops the
 	// taking, so a probe's deliveries are still handled.
@@ -271,7 +271,7 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 
 	prefetch, workers := e.cfg.prefetch, e.cfg.concurrency
 	if m == modeProbe {
-		prefetch, workers = probeDeliveries, min(workers, probeDeliveries)
+		prefetch, workers = min(prefetch, probeDeliveries), min(workers, probeDeliveries)
 	}
 	jobs := make(chan job, prefetch)
 	var wg sync.WaitGroup

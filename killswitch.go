@@ -50,9 +50,9 @@ const (
 // When, over the policy's Window, failures number at least MinFailures and
 // make up at least Threshold of the deliveries settled, the switch trips:
 // the consumer pauses as Pause does, and Health says so. After CoolDown it
-// probes: it consumes again with a prefetch of 3, and resumes in full once
-// 3 deliveries the handler ran have not failed. A probe delivery that
-// fails ends the probe; the consumer waits twice as long as before (up to
+// probes: it consumes again with a prefetch of at most 3, and resumes in
+// full once 3 deliveries the handler ran have not failed. A probe delivery
+// that fails ends the probe; the consumer waits twice as long as before (up to
 // 8×CoolDown) and probes again. Resume ends a trip at once, without a
 // probe. Each trip, failed probe and resume is logged.
 //

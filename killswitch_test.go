@@ -541,3 +541,32 @@ func TestLogHandlerMayCallHealth(t *testing.T) {
 	cons.Resume()
 	eventually(t, "the trip, Pause and Resume to be logged", func() bool { return h.lines.Load() >= 3 })
 }
+
+// TestKillSwitchBacksOff checks the wait between probes: it doubles with
+// each failed probe, from CoolDown, and stops at 8×CoolDown.
+func TestKillSwitchBacksOff(t *testing.T) {
+	t.Parallel()
+	logs := newLogCounter()
+	c := connect(t, acemq.WithLogger(slog.New(logs)))
+	q := acemqtestQueue(t)
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack {
+		return acemq.Retry(errors.New("down"))
+	}, acemq.WithConsumerRetry(acemq.RetryPolicy{MaxAttempts: 100, Delays: []time.Duration{time.Hour}}),
+		acemq.KillSwitch(acemq.KillSwitchPolicy{MinFailures: 1, CoolDown: 10 * time.Millisecond}))
+	require.NoError(t, err)
+	batch := make([]OrderPlaced, 40)
+	for _, r := range acemq.NewPublisher[OrderPlaced](c, "", q).SendAll(ctxT(t), batch) {
+		require.NoError(t, r.Err)
+	}
+	run(t, cons)
+	eventually(t, "six probes to fail", func() bool { return logs.count(logProbeFailed) >= 6 })
+	var waits []string
+	for _, line := range logs.all() {
+		if rest, ok := strings.CutPrefix(line, logProbeFailed); ok {
+			_, wait, _ := strings.Cut(rest, "next_probe_in=")
+			waits = append(waits, wait)
+		}
+	}
+	assert.Equal(t, []string{"20ms", "40ms", "80ms", "80ms", "80ms", "80ms"}, waits[:6])
+	empty(t, c, acemq.DeadLetterQueue(q))
+}
