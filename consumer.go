@@ -89,7 +89,8 @@ func (c *Consumer[T]) Run(ctx context.Context) error { return c.e.run(ctx, nil) 
 //
 // On a quorum queue each delivery put back counts towards the queue's
 // x-delivery-limit (MaxAttempts+20 with Quorum): a message can be put back
-// by about 20 pauses before the broker dead-letters it to {queue}.dlq.
+// that many times, less its redeliveries after crashes, before the broker
+// dead-letters it to {queue}.dlq.
 func (c *Consumer[T]) Pause() { c.e.pauseNow() }
 
 // Resume makes a paused consumer take deliveries again: after Pause, or

@@ -79,10 +79,10 @@ func Bind(exchange, key string) ConsumerOption {
 
 // Quorum declares the queue, its dead-letter and its parking queue as
 // quorum queues. A quorum queue counts redeliveries itself; the ladder
-// republishes rather than requeues, so only crashes and failed moves count
-// there, and the queue is given a delivery limit well above the policy's
-// attempts (MaxAttempts+20) that dead-letters to {queue}.dlq rather than
-// dropping.
+// republishes rather than requeues, so only crashes, failed moves and the
+// deliveries a pause puts back count there, and the queue is given a
+// delivery limit well above the policy's attempts (MaxAttempts+20) that
+// dead-letters to {queue}.dlq rather than dropping.
 func Quorum() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.quorum = true })
 }
