@@ -51,6 +51,15 @@ func (p *pauser) notifyLocked() {
 	p.changed = make(chan struct{})
 }
 
+// unlockThen unlocks p, then calls *log if set: the state's log lines are
+// written outside the lock, since a log handler may well call Health.
+func (p *pauser) unlockThen(log *func()) {
+	p.mu.Unlock()
+	if *log != nil {
+		(*log)()
+	}
+}
+
 // stopLocked ends the running subscription, if any, returning its
 // prefetched deliveries.
 func (p *pauser) stopLocked() {
@@ -67,12 +76,7 @@ func (e *engine) next(stop, stopTaking context.CancelFunc) (m mode, gen uint64, 
 	p := &e.pause
 	p.mu.Lock()
 	var log func()
-	defer func() {
-		p.mu.Unlock()
-		if log != nil {
-			log()
-		}
-	}()
+	defer p.unlockThen(&log)
 	if p.changed == nil {
 		p.changed = make(chan struct{})
 	}
@@ -167,12 +171,7 @@ func (e *engine) observe(failed, ran bool) {
 	p := &e.pause
 	p.mu.Lock()
 	var log func()
-	defer func() {
-		p.mu.Unlock()
-		if log != nil {
-			log() // outside the lock: a log handler may well call Health
-		}
-	}()
+	defer p.unlockThen(&log)
 	switch {
 	case p.manual:
 		return
@@ -230,13 +229,7 @@ func (e *engine) observe(failed, ran bool) {
 func (e *engine) paused() (bool, string) {
 	p := &e.pause
 	p.mu.Lock()
-	var log func()
-	defer func() {
-		p.mu.Unlock()
-		if log != nil {
-			log() // outside the lock: a log handler may well call Health
-		}
-	}()
+	defer p.mu.Unlock()
 	switch {
 	case p.manual:
 		return true, fmt.Sprintf("%s of %q paused by Pause since %s", e.who, e.queue, stamp(p.manualSince))
