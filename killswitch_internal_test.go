@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -57,6 +58,25 @@ func TestKillSwitchPolicyTrips(t *testing.T) {
 	} {
 		if got := p.trips(tc.failures, tc.total); got != tc.want {
 			t.Errorf("%s: trips(%d, %d) = %v, want %v", tc.name, tc.failures, tc.total, got, tc.want)
+		}
+	}
+}
+
+func TestTimesSatSaturates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+		n    int64
+		want time.Duration
+	}{
+		{"small", 30 * time.Second, 8, 4 * time.Minute},
+		{"at the edge", math.MaxInt64 / 8, 8, math.MaxInt64 / 8 * 8},
+		{"past it", math.MaxInt64/8 + 1, 8, math.MaxInt64},
+		{"the longest", math.MaxInt64, 2, math.MaxInt64},
+	} {
+		if got := timesSat(tc.d, tc.n); got != tc.want {
+			t.Errorf("%s: timesSat(%v, %d) = %v, want %v", tc.name, tc.d, tc.n, got, tc.want)
 		}
 	}
 }

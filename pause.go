@@ -3,6 +3,7 @@ package acemq
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -178,7 +179,7 @@ func (e *engine) observe(failed, ran bool) {
 	case p.tripped && !p.probing:
 		return // settling after the trip, before any probe
 	case p.probing && failed:
-		p.coolDown = min(2*p.coolDown, maxCoolDownFactor*ks.CoolDown)
+		p.coolDown = min(timesSat(p.coolDown, 2), timesSat(ks.CoolDown, maxCoolDownFactor))
 		p.probing, p.probeAt = false, time.Now().Add(p.coolDown)
 		p.stopLocked()
 		p.notifyLocked()
@@ -242,6 +243,14 @@ func (e *engine) paused() (bool, string) {
 		return true, s + "; next probe at " + stamp(p.probeAt)
 	}
 	return false, ""
+}
+
+// timesSat is d×n, or the longest Duration when that overflows.
+func timesSat(d time.Duration, n int64) time.Duration {
+	if d > math.MaxInt64/time.Duration(n) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
 }
 
 // stamp is how Health writes a time.
