@@ -570,3 +570,25 @@ func TestKillSwitchBacksOff(t *testing.T) {
 	assert.Equal(t, []string{"20ms", "40ms", "80ms", "80ms", "80ms", "80ms"}, waits[:6])
 	empty(t, c, acemq.DeadLetterQueue(q))
 }
+
+// TestPauseAfterRun pauses a consumer whose Run has returned: the next Run
+// starts paused, and Resume lets it take the message waiting for it.
+func TestPauseAfterRun(t *testing.T) {
+	t.Parallel()
+	got, opt := newSettlements()
+	c := connect(t, opt)
+	q := acemqtestQueue(t)
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() })
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, cons.Run(ctx)) // a Run that ends at once
+	cons.Pause()
+	run(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{OrderID: "waits"}))
+	eventually(t, "Health to say the consumer is paused", func() bool { return healthSays(c, "paused by Pause") })
+	got.none(t)
+	cons.Resume()
+	assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)
+	require.NoError(t, c.Health(ctxT(t)))
+}
