@@ -1,9 +1,11 @@
 package acemq
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +30,8 @@ type Conn struct {
 
 	consumers sync.WaitGroup // running Consumer.Run calls
 	consMu    sync.Mutex     // guards consumers.Add against Close's Wait
+	runMu     sync.Mutex
+	running   map[*engine]struct{} // the engines whose Run runs, for Health and the paused gauge
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -39,9 +43,13 @@ func newConn(cfg connConfig) (*Conn, error) {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
-	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m}
+	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m, running: make(map[*engine]struct{})}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
+	if err := m.observePaused(c.pausedByQueue); err != nil {
+		_ = cfg.transport.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -156,7 +164,10 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 
 // Health returns nil when the transport is connected and every running
 // consumer is consuming; otherwise an error saying what is down and since
-// when.
+// when. A running Consumer or Router that is paused is not consuming: by
+// Pause (`consumer of "orders" paused by Pause since T`) or by its kill
+// switch (`consumer of "orders" paused by the kill switch since T after N
+// failures in W`, then when it probes next).
 func (c *Conn) Health(ctx context.Context) error {
 	if c.closed.Load() {
 		return ErrClosed
@@ -164,7 +175,55 @@ func (c *Conn) Health(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return wrapf("checking health: %w", err)
 	}
-	return c.t.Health(ctx)
+	errs := []error{c.t.Health(ctx)}
+	for _, e := range c.runningEngines() {
+		if paused, why := e.paused(); paused {
+			errs = append(errs, wrapf("%s", why))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// addRunning and removeRunning keep the set of engines whose Run runs.
+func (c *Conn) addRunning(e *engine) {
+	c.runMu.Lock()
+	c.running[e] = struct{}{}
+	c.runMu.Unlock()
+}
+
+func (c *Conn) removeRunning(e *engine) {
+	c.runMu.Lock()
+	delete(c.running, e)
+	c.runMu.Unlock()
+}
+
+// runningEngines returns the running engines, by queue and then by kind.
+func (c *Conn) runningEngines() []*engine {
+	c.runMu.Lock()
+	es := make([]*engine, 0, len(c.running))
+	for e := range c.running {
+		es = append(es, e)
+	}
+	c.runMu.Unlock()
+	slices.SortFunc(es, func(a, b *engine) int {
+		return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.who, b.who))
+	})
+	return es
+}
+
+// pausedByQueue counts, for each queue a running engine consumes, how many
+// of them are paused.
+func (c *Conn) pausedByQueue() map[string]int64 {
+	out := make(map[string]int64)
+	for _, e := range c.runningEngines() {
+		paused, _ := e.paused()
+		if paused {
+			out[e.queue]++
+		} else {
+			out[e.queue] += 0
+		}
+	}
+	return out
 }
 
 // Shutdown drains the Conn and closes it: consumers stop taking deliveries,
@@ -199,6 +258,7 @@ func (c *Conn) Shutdown(ctx context.Context) error {
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.metrics.stopObserving()
 		c.stopConsumes()
 		c.abort()
 		c.publishes.shut()

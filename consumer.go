@@ -74,8 +74,30 @@ func (c *Consumer[T]) Queue() string { return c.e.queue }
 // finish), only when the Conn closes. Run returns ErrClosed when the Conn
 // shuts down or closes, and an error at once if the queue does not exist
 // (with NoDeclare, if any queue of its ladder does not: the error names
-// them). A Consumer runs once at a time.
+// them). While paused, by Pause or by its KillSwitch, Run goes on but takes
+// nothing. A Consumer runs once at a time.
 func (c *Consumer[T]) Run(ctx context.Context) error { return c.e.run(ctx, nil) }
+
+// Pause stops the consumer taking deliveries without stopping Run: its
+// broker subscription is cancelled, the deliveries its handlers are
+// running settle as usual, and those prefetched but not started go back to
+// the queue unhandled, with no attempt counted. Run goes on, paused, until
+// Resume or its ctx ends; while Run runs, Health reports the consumer
+// paused, and acemq.consumer.paused counts it. Pause before
+// Run makes Run start paused. It is safe from any goroutine, and a second
+// Pause does nothing.
+//
+// On a quorum queue each delivery put back counts towards the queue's
+// x-delivery-limit (MaxAttempts+20 with Quorum): a message can be put back
+// that many times, less its redeliveries after crashes, before the broker
+// dead-letters it to {queue}.dlq.
+func (c *Consumer[T]) Pause() { c.e.pauseNow() }
+
+// Resume makes a paused consumer take deliveries again: after Pause, or
+// after its kill switch tripped (at once, without waiting for a probe). It
+// is safe from any goroutine, and does nothing to a consumer that is not
+// paused. Without a Run it only clears the pause.
+func (c *Consumer[T]) Resume() { c.e.resume() }
 
 // deliveryKey is the context key of the delivery being handled.
 type deliveryKey struct{}

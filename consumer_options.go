@@ -21,6 +21,7 @@ type consumerConfig struct {
 	noDeclare   bool
 	maxBody     int
 	accept      []string
+	killSwitch  *KillSwitchPolicy
 	errs        []error
 }
 
@@ -83,8 +84,8 @@ func Bind(exchange, key string) ConsumerOption {
 // minority of them; classic queues live on one node.
 //
 // A quorum queue counts redeliveries itself; the ladder republishes rather
-// than requeues, so only crashes, failed moves and prefetched deliveries
-// handed back count there, and the queue is given a delivery limit well
+// than requeues, so only crashes, failed moves and the deliveries a pause
+// puts back count there, and the queue is given a delivery limit well
 // above the policy's attempts (MaxAttempts+20) that dead-letters to
 // {queue}.dlq rather than dropping. The retry tiers send expired messages
 // back with at-least-once dead-lettering (x-dead-letter-strategy

@@ -49,6 +49,16 @@
 // the consumer does not take goes to {queue}.parked. If a move fails the delivery goes back to its queue: a
 // message is never acked before its successor is safe.
 //
+// # Pausing and the kill switch
+//
+// Consumer.Pause and Resume (and the Router's) stop and restart taking
+// deliveries without stopping Run. KillSwitch pauses a consumer by itself
+// when, over a sliding window, too many deliveries fail (are retried, run
+// out of attempts, or panic): the messages wait in their queue instead of
+// climbing the ladder into {queue}.dlq while a dependency is down. After a
+// cool-down a probe of a few deliveries decides whether it resumes. Health
+// names each paused consumer and why.
+//
 // # Interceptors and middleware
 //
 // Interceptors are Conn-wide policy written as closures: a
@@ -77,6 +87,7 @@
 //
 // The engine records, through the OpenTelemetry metric API,
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
-// acemq.consume.duration and acemq.messages.dead.lettered.total. Tracing is
+// acemq.consume.duration, acemq.messages.dead.lettered.total and
+// acemq.consumer.paused. Tracing is
 // a wrapper in package acemq/otel.
 package acemq

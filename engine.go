@@ -17,9 +17,8 @@ import (
 // workers, the consume chain and the settlement of every delivery. It knows
 // nothing of payload types; the typed part of a delivery (the decode and the
 // handler) is a route it picks by the envelope's type. Run, the worker loop
-// and the subscription live here, once, for both: whatever stops and
-// restarts taking deliveries (a pause) belongs in run, beside the one
-// Consume call, and serves a Consumer and a Router alike.
+// and the subscription live here, once, for both, and so does what stops
+// and restarts taking deliveries (Pause, Resume and the kill switch).
 type engine struct {
 	conn   *Conn
 	queue  string
@@ -33,6 +32,7 @@ type engine struct {
 
 	running      atomic.Bool
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
+	pause        pauser       // Pause's and the kill switch's
 
 	// The routing table, fixed while Run runs: routes by type name, the
 	// route for a message without a type (or for any type, with takesAll),
@@ -229,22 +229,16 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 	defer abort()
 	defer context.AfterFunc(e.conn.closing, abort)()
 
-	jobs := make(chan transport.Delivery, e.cfg.prefetch)
-	var workers sync.WaitGroup
-	for range e.cfg.concurrency {
-		workers.Go(func() {
-			for d := range jobs {
-				if consumeCtx.Err() != nil {
-					_ = d.Nack(true) // prefetched, not started: back to the queue
-					continue
-				}
-				e.process(handlerCtx, d)
-			}
-		})
+	e.startRun()
+	e.conn.addRunning(e)
+	defer e.conn.removeRunning(e)
+	var err error
+	for consumeCtx.Err() == nil {
+		var more bool
+		if more, err = e.subscribe(consumeCtx, handlerCtx); !more {
+			break
+		}
 	}
-	err := e.conn.t.Consume(consumeCtx, e.queue, e.cfg.prefetch, func(d transport.Delivery) { jobs <- d })
-	close(jobs)
-	workers.Wait()
 	switch {
 	case ctx.Err() != nil:
 		return nil
@@ -254,6 +248,72 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 		return wrapf("consuming %q: %w", e.queue, err)
 	}
 	return nil
+}
+
+// subscribe does what the pause state asks: waits while the engine is
+// paused, or runs one subscription to the queue (in full, or as a kill
+// switch probe) until it ends. It reports whether run should go on, which
+// it should after a wait or after a subscription the engine stopped; not
+// after Consume failed, nor after it returned by itself.
+func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, err error) {
+	// stop returns the prefetched deliveries; stopTaking only stops the
+	// taking, so a probe's deliveries are still handled.
+	stopCtx, stop := context.WithCancel(consumeCtx)
+	defer stop()
+	takeCtx, stopTaking := context.WithCancel(stopCtx)
+	defer stopTaking()
+	m, gen, changed, probeAt := e.next(stop, stopTaking)
+	if m == modeWait {
+		var due <-chan time.Time
+		if !probeAt.IsZero() {
+			t := time.NewTimer(time.Until(probeAt))
+			defer t.Stop()
+			due = t.C
+		}
+		select {
+		case <-changed:
+		case <-due:
+		case <-consumeCtx.Done():
+		}
+		return true, nil
+	}
+	defer e.ended(gen)
+
+	prefetch, workers := e.cfg.prefetch, e.cfg.concurrency
+	if m == modeProbe {
+		prefetch, workers = min(prefetch, probeDeliveries), min(workers, probeDeliveries)
+	}
+	jobs := make(chan job, prefetch)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				if !j.take || stopCtx.Err() != nil {
+					_ = j.d.Nack(true) // prefetched, not started: back to the queue
+					continue
+				}
+				e.process(handlerCtx, j.d)
+			}
+		})
+	}
+	taken := 0
+	err = e.conn.t.Consume(takeCtx, e.queue, prefetch, func(d transport.Delivery) {
+		taken++
+		if m == modeProbe && taken >= probeDeliveries {
+			stopTaking() // a probe is this many deliveries
+		}
+		jobs <- job{d: d, take: m == modeFull || taken <= probeDeliveries}
+	})
+	close(jobs)
+	wg.Wait()
+	return err == nil && takeCtx.Err() != nil, err
+}
+
+// job is a delivery for a worker, and whether to handle it (or put it
+// back: a delivery past a probe's few).
+type job struct {
+	d    transport.Delivery
+	take bool
 }
 
 // pick chooses the route for a message of type typ, or says why there is

@@ -33,6 +33,11 @@ type instruments struct {
 	consumeTotal    metric.Int64Counter
 	consumeDuration metric.Float64Histogram
 	deadLettered    metric.Int64Counter
+	paused          metric.Int64ObservableGauge
+
+	meter        metric.Meter
+	registration metric.Registration // paused's callback, until the Conn closes
+	regMu        sync.Mutex
 
 	mu    sync.RWMutex
 	attrs map[string]map[string]*attrOpts // destination -> outcome -> options, built once
@@ -49,8 +54,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [5]error
+		errs [6]error
 	)
+	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
 		metric.WithDescription("Messages published, by outcome: confirmed, refused (by an interceptor) or failed."),
 		metric.WithUnit("{message}"))
@@ -66,6 +72,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.deadLettered, errs[4] = m.Int64Counter("acemq.messages.dead.lettered.total",
 		metric.WithDescription("Deliveries sent to a dead-letter queue (rejected or dead_lettered)."),
 		metric.WithUnit("{message}"))
+	in.paused, errs[5] = m.Int64ObservableGauge("acemq.consumer.paused",
+		metric.WithDescription("Running consumers of the queue that are paused, by Pause or by their kill switch."),
+		metric.WithUnit("{consumer}"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -100,6 +109,36 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 	}
 	in.attrs[destination][outcome] = opts
 	return opts
+}
+
+// observePaused reports acemq.consumer.paused from count, the number of
+// paused consumers of each queue that has running ones, at each collection
+// until stopObserving.
+func (in *instruments) observePaused(count func() map[string]int64) error {
+	reg, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for queue, n := range count() {
+			o.ObserveInt64(in.paused, n, metric.WithAttributeSet(attribute.NewSet(
+				attrSystem.String("rabbitmq"), attrDestination.String(queue))))
+		}
+		return nil
+	}, in.paused)
+	if err != nil {
+		return err
+	}
+	in.regMu.Lock()
+	in.registration = reg
+	in.regMu.Unlock()
+	return nil
+}
+
+// stopObserving unregisters the paused gauge's callback.
+func (in *instruments) stopObserving() {
+	in.regMu.Lock()
+	defer in.regMu.Unlock()
+	if in.registration != nil {
+		_ = in.registration.Unregister()
+		in.registration = nil
+	}
 }
 
 // publishDestination names an exchange as the conventions do: the default

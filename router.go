@@ -94,6 +94,23 @@ func (r *Router) Run(ctx context.Context) error {
 	})
 }
 
+// Pause stops the router taking deliveries without stopping Run, exactly
+// as Consumer.Pause does. It does nothing to a nil Router or one whose
+// options were invalid (whose Run fails).
+func (r *Router) Pause() {
+	if r != nil && r.e != nil {
+		r.e.pauseNow()
+	}
+}
+
+// Resume makes a paused router take deliveries again, exactly as
+// Consumer.Resume does.
+func (r *Router) Resume() {
+	if r != nil && r.e != nil {
+		r.e.resume()
+	}
+}
+
 // table builds the routing table, or says what is wrong with the routes.
 func (r *Router) table() (map[string]route, error) {
 	if len(r.routes) == 0 {

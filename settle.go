@@ -19,13 +19,14 @@ type verdict struct {
 	delay    time.Duration
 	ack      Ack
 	original bool // park with the delivery's own headers, as evidence
+	failed   bool // a failure to the kill switch: retried, attempts spent, a panic
 }
 
 // judge turns what the handler asked for into a verdict, applying the
 // retry policy.
 func (c *engine) judge(env *Envelope, ack Ack, panicked any) verdict {
 	if panicked != nil {
-		return verdict{outcome: OutcomeRejected, reason: fmt.Sprintf("the handler panicked: %v", panicked), ack: ack}
+		return verdict{outcome: OutcomeRejected, reason: fmt.Sprintf("the handler panicked: %v", panicked), ack: ack, failed: true}
 	}
 	v := verdict{ack: ack}
 	switch ack.kind {
@@ -40,10 +41,10 @@ func (c *engine) judge(env *Envelope, ack Ack, panicked any) verdict {
 		case errors.Is(ack.err, ErrFatal):
 			v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
 		case env.Attempt >= c.policy.MaxAttempts:
-			v.outcome = OutcomeDeadLettered
+			v.outcome, v.failed = OutcomeDeadLettered, true
 			v.reason = fmt.Sprintf("gave up after %d attempts: %s", env.Attempt, errText(ack.err))
 		default:
-			v.outcome, v.reason = OutcomeRetried, errText(ack.err)
+			v.outcome, v.reason, v.failed = OutcomeRetried, errText(ack.err), true
 			if ack.delay > 0 {
 				v.delay = tierFor(c.tiers, ack.delay)
 			} else {
@@ -93,6 +94,7 @@ func (c *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		c.moveBackoff(false)
 	}
 	c.conn.metrics.settled(ctx, c.queue, s.Outcome, handlerSeconds)
+	c.observe(v.failed, handlerSeconds >= 0)
 	c.runCallbacks(ctx, ds, s, true)
 }
 
