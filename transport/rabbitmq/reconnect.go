@@ -109,11 +109,15 @@ func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
 			if why, ok := permanent(err); ok {
 				return nil, fmt.Errorf("acemq: rabbitmq connect: %s: %w", why, err)
 			}
-			last = err
 			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "err", err)
 			if ctx.Err() != nil {
+				// Cut short by ctx: what the attempt before it met says more.
+				if last == nil {
+					last = err
+				}
 				break
 			}
+			last = err
 		}
 		if ctx.Err() == nil {
 			timer := time.NewTimer(t.backoff(round))
