@@ -28,7 +28,7 @@ func TestSendRefusesBadValuesAndLeavesTheTransactionUsable(t *testing.T) {
 		}{
 			{name: "NUL in the message ID", pub: orders, opts: []acemq.SendOption{acemq.MessageID("a\x00b")}, want: `message ID "a\x00b" holds a NUL byte`},
 			{name: "message ID not UTF-8", pub: orders, opts: []acemq.SendOption{acemq.MessageID("a\xffb")}, want: `message ID "a\xffb" is not valid UTF-8`},
-			{name: "message ID too long", pub: orders, opts: []acemq.SendOption{acemq.MessageID(long)}, want: "message ID is 256 bytes"},
+			{name: "message ID too long", pub: orders, opts: []acemq.SendOption{acemq.MessageID(long)}, want: "ID is 256 bytes"},
 			{name: "NUL in the routing key", pub: outbox.NewPublisher[Order](o, c, "", "q\x00"), want: `routing key "q\x00" holds a NUL byte`},
 			{name: "routing key too long", pub: outbox.NewPublisher[Order](o, c, "", long), want: "routing key is 256 bytes"},
 			{name: "exchange not UTF-8", pub: outbox.NewPublisher[Order](o, c, "\xfe", "q"), want: `exchange "\xfe" is not valid UTF-8`},
