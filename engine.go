@@ -369,4 +369,3 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 	v, seconds := r.serve(ctx, e, d, env)
 	e.settle(ctx, d, ds, v, seconds)
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"maps"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -106,7 +107,7 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 	for _, k := range quorumOnly {
 		delete(rest, k)
 	}
-	rest, _ = toTable(rest)
+	rest, _ = wire.ToTable(rest)
 	for _, args := range []amqp.Table{rest, nil} {
 		if args == nil {
 			args = amqp.Table{}
@@ -135,7 +136,7 @@ func validate(it transport.Topology) error {
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
 		}
-		if _, err := toTable(v.Args); err != nil {
+		if _, err := wire.ToTable(v.Args); err != nil {
 			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
 		}
 	case transport.Binding:
@@ -164,7 +165,7 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 			return classify("declare", "exchange", v.Name, err)
 		}
 	case transport.Queue:
-		args, _ := toTable(v.Args)
+		args, _ := wire.ToTable(v.Args)
 		if v.Quorum {
 			if args == nil {
 				args = amqp.Table{}
