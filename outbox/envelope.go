@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/extend"
 )
 
 // storedEnvelope is the JSON form of an acemq.Envelope in the headers
@@ -60,7 +59,7 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers, 0); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
-	if s.Reserved, s.Reserved64, err = encodeTable(extend.Reserved(e, false), 0); err != nil {
+	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false), 0); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
@@ -91,7 +90,7 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		if err != nil {
 			return nil, err
 		}
-		dst := extend.Reserved(e, true)
+		dst := hooks.Reserved(e, true)
 		for k, v := range reserved {
 			dst[k] = v
 		}

@@ -1,22 +1,48 @@
 // Package extend is the seam acemq's own packages (patterns, outbox) use to
 // reach parts of the engine users must not: send options that carry values
-// of their own, and reserved x-acemq- headers. Package acemq fills these in
-// at init; the types are spelled any because this package cannot import it.
+// of their own, and reserved x-acemq- headers.
+//
+// This package cannot import package acemq, which imports it, so the hooks
+// are generic over acemq's types: package acemq registers them once, at
+// init, as Hooks[acemq.SendOption, acemq.Envelope], and a caller gets them
+// back typed with Get[acemq.SendOption, acemq.Envelope](); nothing a caller
+// passes or receives needs a type assertion.
 package extend
 
-var (
-	// NewSendOption returns an acemq.SendOption that stores value under key
-	// for whoever reads the options (see SendValue) and, when reserved is
-	// not nil, sets those reserved headers on the envelope. Reserved names
+// Hooks are the engine's functions for its own packages. O is
+// acemq.SendOption and E is acemq.Envelope.
+type Hooks[O, E any] struct {
+	// NewSendOption returns a send option that stores value under key for
+	// whoever reads the options (see SendValue) and, when reserved is not
+	// nil, sets those reserved headers on the envelope. Reserved names
 	// must start with "x-acemq-".
-	NewSendOption func(key, value any, reserved map[string]any) any
+	NewSendOption func(key, value any, reserved map[string]any) O
 
-	// SendValue looks key up in opts, a []acemq.SendOption; the last option
-	// that set it wins.
-	SendValue func(opts any, key any) (any, bool)
+	// SendValue looks key up in opts; the last option that set it wins.
+	// The value is the one the caller's own package stored.
+	SendValue func(opts []O, key any) (any, bool)
 
-	// Reserved returns the reserved headers of e, an *acemq.Envelope, other
-	// than the ones the envelope's fields stand for. The map is e's own;
-	// writing to it (after creating it with create) changes what is rendered.
-	Reserved func(e any, create bool) map[string]any
-)
+	// Reserved returns the reserved headers of e other than the ones the
+	// envelope's fields stand for. The map is e's own; writing to it (after
+	// creating it with create) changes what is rendered. A nil e gives nil.
+	Reserved func(e *E, create bool) map[string]any
+}
+
+// registered holds the Hooks package acemq registered.
+var registered any
+
+// Register records package acemq's hooks; acemq calls it once, at init,
+// before any package importing acemq initializes.
+func Register[O, E any](h Hooks[O, E]) { registered = h }
+
+// Get returns the hooks package acemq registered. O and E must be
+// acemq.SendOption and acemq.Envelope: any other pair is a bug in acemq's
+// own packages, and Get panics at their initialization, so every test
+// finds it.
+func Get[O, E any]() Hooks[O, E] {
+	h, ok := registered.(Hooks[O, E])
+	if !ok {
+		panic("acemq: internal/extend: Get with types other than those package acemq registered")
+	}
+	return h
+}

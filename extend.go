@@ -1,0 +1,59 @@
+package acemq
+
+import (
+	"fmt"
+
+	"github.com/acemq/acemq/internal/extend"
+)
+
+// The seam acemq's own packages (patterns, outbox) reach the engine
+// through: see internal/extend.
+
+// extOption is a send option made by acemq's own packages through
+// internal/extend: it carries a value they read back and reserved headers.
+type extOption struct {
+	key, value any
+	reserved   map[string]any
+}
+
+func (o extOption) applySend(c *sendConfig) {
+	for k, v := range o.reserved {
+		if !isReserved(k) {
+			c.errs = append(c.errs, fmt.Errorf("acemq: internal option header %q is outside %s", k, ReservedPrefix))
+			continue
+		}
+		if c.reserved == nil {
+			c.reserved = make(map[string]any)
+		}
+		c.reserved[k] = v
+	}
+}
+
+func init() {
+	extend.Register(extend.Hooks[SendOption, Envelope]{
+		NewSendOption: func(key, value any, reserved map[string]any) SendOption {
+			return extOption{key: key, value: value, reserved: reserved}
+		},
+		SendValue: func(opts []SendOption, key any) (any, bool) {
+			var (
+				v     any
+				found bool
+			)
+			for _, o := range opts {
+				if e, ok := o.(extOption); ok && e.key == key {
+					v, found = e.value, true
+				}
+			}
+			return v, found
+		},
+		Reserved: func(e *Envelope, create bool) map[string]any {
+			if e == nil {
+				return nil
+			}
+			if e.reserved == nil && create {
+				e.reserved = make(map[string]any)
+			}
+			return e.reserved
+		},
+	})
+}
