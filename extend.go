@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/acemq/acemq/internal/extend"
@@ -46,6 +47,9 @@ func init() {
 			}
 			return v, found
 		},
+		PerMessage: func(start func(context.Context) (context.Context, func(string, error))) SendOption {
+			return extOption{key: perMessageKey{}, value: perMessage(start)}
+		},
 		Reserved: func(e *Envelope, create bool) map[string]any {
 			if e == nil {
 				return nil
@@ -56,4 +60,22 @@ func init() {
 			return e.reserved
 		},
 	})
+}
+
+// perMessageKey is the key of the option extend's PerMessage makes.
+type perMessageKey struct{}
+
+// perMessage gives one message of a SendAll its own context, and learns
+// its result (see internal/extend's PerMessage).
+type perMessage func(ctx context.Context) (context.Context, func(id string, err error))
+
+// perMessageOf returns the last PerMessage option of opts, or nil.
+func perMessageOf(opts []SendOption) perMessage {
+	var pm perMessage
+	for _, o := range opts {
+		if e, ok := o.(extOption); ok && e.key == (perMessageKey{}) {
+			pm, _ = e.value.(perMessage)
+		}
+	}
+	return pm
 }

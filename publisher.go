@@ -113,9 +113,14 @@ func idOf(m RawMessage) string {
 // awaited. A refusal is the interceptor's very error value, as with Send.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) []PublishResult {
 	results := make([]PublishResult, len(vs))
+	pm := perMessageOf(opts)
 	fail := func(err error) []PublishResult {
 		for i := range results {
 			results[i].Err = err
+			if pm != nil {
+				_, done := pm(ctx)
+				done("", err)
+			}
 		}
 		return results
 	}
@@ -129,17 +134,30 @@ func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) 
 	}
 	defer p.conn.publishes.done()
 	msgs := make([]RawMessage, len(vs))
-	p.prepareAll(ctx, vs, opts, msgs, results)
+	var done []func(string, error)
+	if pm != nil {
+		done = make([]func(string, error), len(vs))
+	}
+	p.prepareAll(ctx, vs, opts, pm, done, msgs, results)
 	p.conn.sendBatch(ctx, msgs, results)
+	for i, d := range done {
+		d(results[i].ID, results[i].Err)
+	}
 	return results
 }
 
 // prepareAll runs prepare for every value of vs, concurrently, into msgs
 // and results. With a publish chain each value gets a goroutine of its own,
 // as the interceptors' documentation promises; without one no user code
-// runs, and a goroutine per core does the encoding.
-func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, msgs []RawMessage, results []PublishResult) {
+// runs, and a goroutine per core does the encoding. With pm, each value is
+// prepared with the context pm gives it, and done[i] is what pm returned
+// with it.
+func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, pm perMessage, done []func(string, error), msgs []RawMessage, results []PublishResult) {
 	one := func(i int) {
+		ctx := ctx
+		if pm != nil {
+			ctx, done[i] = pm(ctx)
+		}
 		m, err := p.prepare(ctx, vs[i], opts)
 		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
 	}

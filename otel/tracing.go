@@ -171,11 +171,3 @@ func (t *Tracing) extract(ctx context.Context, env *acemq.Envelope) context.Cont
 	}
 	return t.propagator().Extract(ctx, headerCarrier(env.Headers))
 }
-
-// publishDestination names an exchange as acemq's metrics do.
-func publishDestination(exchange string) string {
-	if exchange == "" {
-		return "amq.default"
-	}
-	return exchange
-}

@@ -9,6 +9,8 @@
 // passes or receives needs a type assertion.
 package extend
 
+import "context"
+
 // Hooks are the engine's functions for its own packages. O is
 // acemq.SendOption and E is acemq.Envelope.
 type Hooks[O, E any] struct {
@@ -26,6 +28,15 @@ type Hooks[O, E any] struct {
 	// envelope's fields stand for. The map is e's own; writing to it (after
 	// creating it with create) changes what is rendered. A nil e gives nil.
 	Reserved func(e *E, create bool) map[string]any
+
+	// PerMessage returns a send option that gives each message of a
+	// Publisher's SendAll (and so of a Send through it) a context of its
+	// own. start runs, with SendAll's ctx, before the message's publish
+	// chain and codec; they run with the context it returns, and the
+	// function it returns is called once with the message's ID and error
+	// when its result is known. The otel package opens a span per message
+	// with it, on the root's own pipelined path.
+	PerMessage func(start func(ctx context.Context) (context.Context, func(id string, err error))) O
 }
 
 // registered holds the Hooks package acemq registered.

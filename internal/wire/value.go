@@ -200,3 +200,13 @@ func fromField(v any) any {
 	}
 	return v
 }
+
+// ExchangeName is the name an exchange goes by in metrics and traces:
+// "amq.default" for the default exchange (""), as the messaging
+// conventions and RabbitMQ's own tools name it, else exchange itself.
+func ExchangeName(exchange string) string {
+	if exchange == "" {
+		return "amq.default"
+	}
+	return exchange
+}
