@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/acemq/acemq/internal/extend"
+	"github.com/acemq/acemq/transport"
 )
 
 // The seam acemq's own packages (patterns, outbox) reach the engine
@@ -31,7 +32,7 @@ func (o extOption) applySend(c *sendConfig) {
 }
 
 func init() {
-	extend.Register(extend.Hooks[SendOption, Envelope]{
+	extend.Register(extend.Hooks[SendOption, Envelope, Conn, RawMessage]{
 		NewSendOption: func(key, value any, reserved map[string]any) SendOption {
 			return extOption{key: key, value: value, reserved: reserved}
 		},
@@ -49,6 +50,9 @@ func init() {
 		},
 		PerMessage: func(start func(context.Context) (context.Context, func(string, error))) SendOption {
 			return extOption{key: perMessageKey{}, value: perMessage(start)}
+		},
+		Move: func(c *Conn, ctx context.Context, from *transport.Delivery, m RawMessage) (error, error) {
+			return c.moveRaw(ctx, m, from)
 		},
 		Reserved: func(e *Envelope, create bool) map[string]any {
 			if e == nil {

@@ -118,4 +118,4 @@ func (p *Publisher[T]) span(ctx context.Context) (context.Context, func(id strin
 }
 
 // hooks reach the root's per-message send option.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope]()
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

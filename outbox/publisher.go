@@ -139,4 +139,4 @@ func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 }
 
 // hooks reach the engine's reserved headers and option values.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope]()
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

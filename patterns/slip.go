@@ -147,4 +147,4 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 }
 
 // hooks reach the engine's reserved headers and option values.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope]()
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

@@ -4,16 +4,20 @@
 //
 // This package cannot import package acemq, which imports it, so the hooks
 // are generic over acemq's types: package acemq registers them once, at
-// init, as Hooks[acemq.SendOption, acemq.Envelope], and a caller gets them
-// back typed with Get[acemq.SendOption, acemq.Envelope](); nothing a caller
-// passes or receives needs a type assertion.
+// init, as Hooks[acemq.SendOption, acemq.Envelope, acemq.Conn,
+// acemq.RawMessage], and a caller gets them back typed with Get over the
+// same four; nothing a caller passes or receives needs a type assertion.
 package extend
 
-import "context"
+import (
+	"context"
+
+	"github.com/acemq/acemq/transport"
+)
 
 // Hooks are the engine's functions for its own packages. O is
-// acemq.SendOption and E is acemq.Envelope.
-type Hooks[O, E any] struct {
+// acemq.SendOption, E acemq.Envelope, C acemq.Conn and M acemq.RawMessage.
+type Hooks[O, E, C, M any] struct {
 	// NewSendOption returns a send option that stores value under key for
 	// whoever reads the options (see SendValue) and, when reserved is not
 	// nil, sets those reserved headers on the envelope. Reserved names
@@ -37,6 +41,12 @@ type Hooks[O, E any] struct {
 	// when its result is known. The otel package opens a span per message
 	// with it, on the root's own pipelined path.
 	PerMessage func(start func(ctx context.Context) (context.Context, func(id string, err error))) O
+
+	// Move is the engine's one move of a delivery: it publishes m as
+	// Conn.PublishRaw does and, only once the broker confirmed it, acks
+	// from. err is the publish's (from is then unsettled); ackErr the
+	// ack's, after which the original comes again: a duplicate, not a loss.
+	Move func(c *C, ctx context.Context, from *transport.Delivery, m M) (ackErr, err error)
 }
 
 // registered holds the Hooks package acemq registered.
@@ -44,14 +54,14 @@ var registered any
 
 // Register records package acemq's hooks; acemq calls it once, at init,
 // before any package importing acemq initializes.
-func Register[O, E any](h Hooks[O, E]) { registered = h }
+func Register[O, E, C, M any](h Hooks[O, E, C, M]) { registered = h }
 
-// Get returns the hooks package acemq registered. O and E must be
-// acemq.SendOption and acemq.Envelope: any other pair is a bug in acemq's
+// Get returns the hooks package acemq registered. The types must be
+// those Hooks names: any others are a bug in acemq's
 // own packages, and Get panics at their initialization, so every test
 // finds it.
-func Get[O, E any]() Hooks[O, E] {
-	h, ok := registered.(Hooks[O, E])
+func Get[O, E, C, M any]() Hooks[O, E, C, M] {
+	h, ok := registered.(Hooks[O, E, C, M])
 	if !ok {
 		panic("acemq: internal/extend: Get with types other than those package acemq registered")
 	}
