@@ -148,15 +148,16 @@ func (c *Conn) publish(ctx context.Context, msg transport.Message, start int64) 
 // published records the metrics of msg's publish, whose transport outcome
 // is err, and returns the error Send reports for it.
 func (c *Conn) published(ctx context.Context, msg transport.Message, start int64, err error) error {
+	outcome := publishConfirmed
 	if err != nil {
-		c.metrics.published(ctx, msg.Exchange, publishFailed, sinceSeconds(start))
+		outcome = publishFailed
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		return wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 	}
-	c.metrics.published(ctx, msg.Exchange, publishConfirmed, sinceSeconds(start))
-	return nil
+	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
+	return err
 }
 
 func destination(exchange, key string) string {
