@@ -18,6 +18,11 @@ import (
 // connection and, by closing the channel under it, every call fn makes.
 func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Channel) error) error {
 	for {
+		if ctx.Err() != nil {
+			// Ended already: touch nothing, rather than race the close
+			// below with the first of fn's calls.
+			return ctxError(op, ctx)
+		}
 		s, err := t.current(ctx, op)
 		if err != nil {
 			return err
