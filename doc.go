@@ -37,6 +37,9 @@
 // T's type name, of the names [AcceptTypes] adds, and with no type; a queue
 // that carries several types is served by a [Router], one typed handler per
 // type ([NewRouter], [Route]), with everything else a Consumer's.
+// [NewConsumer] declares the queue and its ladder before it returns, so a
+// publish right after it is routable; [DeclareContext] bounds that I/O by
+// the caller's ctx.
 //
 // # The retry ladder
 //

@@ -8,8 +8,8 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// The seam acemq's own packages (patterns, outbox) reach the engine
-// through: see internal/extend.
+// This file is the seam acemq's own packages (patterns, outbox, otel)
+// reach the engine through: the hooks registered with internal/extend.
 
 // extOption is a send option made by acemq's own packages through
 // internal/extend: it carries a value they read back and reserved headers.
@@ -51,7 +51,7 @@ func init() {
 		PerMessage: func(start func(context.Context) (context.Context, func(string, error))) SendOption {
 			return extOption{key: perMessageKey{}, value: perMessage(start)}
 		},
-		Move: func(c *Conn, ctx context.Context, from *transport.Delivery, m RawMessage) (error, error) {
+		Move: func(c *Conn, ctx context.Context, from *transport.Delivery, m RawMessage) (ackErr, err error) {
 			return c.moveRaw(ctx, m, from)
 		},
 		Reserved: func(e *Envelope, create bool) map[string]any {
