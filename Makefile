@@ -56,7 +56,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime $(FUZZTIME) .
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime $(FUZZTIME) ./transport/memory
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime $(FUZZTIME) ./transport/rabbitmq
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime $(FUZZTIME) ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzGuardAgainstAMQP091$$' -fuzztime $(FUZZTIME) ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/urls
 
 # What CI fuzzes: each target for a few seconds beyond its seeds. Counts,
@@ -67,13 +68,14 @@ fuzz-short:
 	$(GO) test -run '^$$' -fuzz '^FuzzEnvelope$$' -fuzztime 4000x .
 	$(GO) test -run '^$$' -fuzz '^FuzzTopicMatch$$' -fuzztime 100000x ./transport/memory
 	$(GO) test -run '^$$' -fuzz '^FuzzHeadersFromTable$$' -fuzztime 4000x ./transport/rabbitmq
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime 20000x ./transport/rabbitmq
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckTable$$' -fuzztime 20000x ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzGuardAgainstAMQP091$$' -fuzztime 2000x ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime 50000x ./internal/urls
 
 # The fuzz targets' seed corpora only (f.Add and testdata/fuzz), no fuzzing:
 # what test-unit already runs, on its own.
 fuzz-seed:
-	$(GO) test -race -count=1 -run '^Fuzz' . ./transport/memory ./transport/rabbitmq
+	$(GO) test -race -count=1 -run '^Fuzz' . ./transport/memory ./transport/rabbitmq ./internal/wire ./internal/urls
 
 quickstart:
 	$(GO) run ./examples/quickstart

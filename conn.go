@@ -88,18 +88,41 @@ type RawMessage struct {
 // value AMQP cannot carry fails before anything is sent. Errors are
 // otherwise as for Publisher.Send.
 func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
+	_, err := c.moveRaw(ctx, m, nil)
+	return err
+}
+
+// moveRaw publishes m as PublishRaw does and then, when from is not nil,
+// acks it (see relocate): patterns.Replay's move, through internal/extend.
+func (c *Conn) moveRaw(ctx context.Context, m RawMessage, from *transport.Delivery) (ackErr, err error) {
 	if m.Envelope == nil {
-		return errors.New("acemq: PublishRaw was given a message without an envelope")
+		return nil, errors.New("acemq: PublishRaw was given a message without an envelope")
 	}
 	if !c.publishes.add() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	defer c.publishes.done()
 	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return err
+		return nil, err
 	}
-	return c.send(ctx, m, nowNano(), true)
+	return c.relocate(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), from)
+}
+
+// relocate is the one move acemq makes of a delivery, from its queue to
+// another (a retry, a dead letter, a parking, a replay): it publishes msg,
+// and only once the broker confirmed it, acks from (when not nil). err is
+// the publish's, and from is then left unsettled; ackErr is the ack's. A
+// failed ack loses nothing: the copy is safe and the original comes again,
+// a duplicate the caller may log.
+func (c *Conn) relocate(ctx context.Context, msg transport.Message, from *transport.Delivery) (ackErr, err error) {
+	if err := c.publish(ctx, msg, nowNano()); err != nil {
+		return nil, err
+	}
+	if from == nil {
+		return nil, nil
+	}
+	return from.Ack(), nil
 }
 
 // send renders and publishes m, recording the publish metrics with the
@@ -125,15 +148,16 @@ func (c *Conn) publish(ctx context.Context, msg transport.Message, start int64) 
 // published records the metrics of msg's publish, whose transport outcome
 // is err, and returns the error Send reports for it.
 func (c *Conn) published(ctx context.Context, msg transport.Message, start int64, err error) error {
+	outcome := publishConfirmed
 	if err != nil {
-		c.metrics.published(ctx, msg.Exchange, publishFailed, sinceSeconds(start))
+		outcome = publishFailed
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		return wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 	}
-	c.metrics.published(ctx, msg.Exchange, publishConfirmed, sinceSeconds(start))
-	return nil
+	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
+	return err
 }
 
 func destination(exchange, key string) string {

@@ -35,7 +35,9 @@ type Consumer[T any] struct {
 // NoDeclare is given it declares, before it returns, the durable queues
 // {queue}, {queue}.dlq, {queue}.parked and one {queue}.retry.{delay} per
 // delay of the retry policy, plus the bindings Bind asked for, so a publish
-// right after it is routable. Start it with Run.
+// right after it is routable. That is network I/O on RabbitMQ: give it
+// your ctx with DeclareContext (without one it is bounded by 30 seconds),
+// or declare yourself and pass NoDeclare. Start the consumer with Run.
 func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:

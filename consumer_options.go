@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -19,6 +20,7 @@ type consumerConfig struct {
 	bindings    []Binding
 	quorum      bool
 	noDeclare   bool
+	declareCtx  context.Context
 	maxBody     int
 	accept      []string
 	killSwitch  *KillSwitchPolicy
@@ -102,6 +104,24 @@ func Quorum() ConsumerOption {
 // loop on moves no queue can take. Bind is ignored.
 func NoDeclare() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.noDeclare = true })
+}
+
+// DeclareContext gives the declarations NewConsumer (or NewRouter) makes
+// before it returns the caller's ctx: they end when ctx does, and the
+// constructor then fails with an error wrapping ctx's. Without it they are
+// bounded by 30 seconds. The constructor only uses ctx while it runs; a
+// publish after it returned is routable either way. With NoDeclare there
+// is nothing to bound. A nil ctx is a configuration error.
+//
+//	cons, err := acemq.NewConsumer(mq, "orders", handle, acemq.DeclareContext(ctx))
+func DeclareContext(ctx context.Context) ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) {
+		if ctx == nil {
+			c.errs = append(c.errs, errors.New("acemq: DeclareContext was given a nil ctx"))
+			return
+		}
+		c.declareCtx = ctx
+	})
 }
 
 // MaxBodySize sets the largest body the consumer decodes; a bigger one is

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,6 +29,38 @@ func TestNewConsumerDeclaresItsQueues(t *testing.T) {
 	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
 }
 
+// NewConsumer's declarations run with the ctx DeclareContext gives: one
+// that has ended fails it, declaring nothing, and a live one leaves the
+// queue routable at once.
+func TestNewConsumerDeclaresWithTheCallersCtx(t *testing.T) {
+	t.Parallel()
+	h := func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() }
+	for _, b := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"memory", acemqtest.Memory}, {"rabbitmq", acemqtest.RabbitMQ}} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			url := b.url(t)
+			c := connectURL(t, url)
+			q := acemqtestQueue(t)
+			acemqtest.DeleteQueuesAfter(t, url, q, q+".dlq", q+".parked")
+
+			ended, cancel := context.WithCancel(ctxT(t))
+			cancel()
+			_, err := acemq.NewConsumer(c, q, h, acemq.DeclareContext(ended))
+			require.ErrorIs(t, err, context.Canceled)
+			assert.Contains(t, err.Error(), "acemq: ")
+			_, err = c.Transport().Inspect(ctxT(t), q)
+			assert.Error(t, err, "a declaration ran after its ctx ended")
+
+			_, err = acemq.NewConsumer(c, q, h, acemq.DeclareContext(ctxT(t)), acemq.WithConsumerRetry(acemq.RetryPolicy{MaxAttempts: 1}))
+			require.NoError(t, err)
+			require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{}))
+		})
+	}
+}
+
 func TestNewConsumerRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	c := connect(t)
@@ -43,6 +76,7 @@ func TestNewConsumerRefusesBadInput(t *testing.T) {
 		{"nil handler", "q", nil, nil, "nil handler"},
 		{"zero concurrency", "q", h, []acemq.ConsumerOption{acemq.Concurrency(0)}, "Concurrency(0)"},
 		{"negative prefetch", "q", h, []acemq.ConsumerOption{acemq.Prefetch(-1)}, "Prefetch(-1)"},
+		{"nil declare ctx", "q", h, []acemq.ConsumerOption{acemq.DeclareContext(nil)}, "DeclareContext was given a nil ctx"},
 		{"bad delay", "q", h, []acemq.ConsumerOption{acemq.WithConsumerRetry(acemq.RetryPolicy{Delays: []time.Duration{time.Microsecond}})}, "Delays[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,37 +6,40 @@
 //
 // # Connecting
 //
-// Connect takes a URL and options that are fixed for the life of the Conn:
+// [Connect] takes a URL and options that are fixed for the life of the [Conn]:
 //
 //	mq, err := acemq.Connect(ctx, "amqp://guest:guest@127.0.0.1:5672/",
 //		acemq.WithPublishInterceptor(stampTenant("alpha")),
 //		acemq.WithConsumeInterceptor(refuseOtherTenants("alpha")))
 //
 // amqp:// and amqps:// reach RabbitMQ; memory://NAME joins the in-process
-// broker NAME. Close closes at once; Shutdown drains first.
+// broker NAME. [Conn.Close] closes at once; [Conn.Shutdown] drains first.
 //
 // # Publishing
 //
-// A Publisher[T] sends values of T to an exchange and routing key. Send
+// A [Publisher][T] sends values of T to an exchange and routing key. [Publisher.Send]
 // returns once the broker confirmed the message; every publish is mandatory,
-// so a message no queue takes fails with ErrUnroutable instead of vanishing.
-// SendAll sends a batch with the publishes pipelined.
+// so a message no queue takes fails with [ErrUnroutable] instead of vanishing.
+// [Publisher.SendAll] sends a batch with the publishes pipelined.
 //
 //	pub := acemq.NewPublisher[OrderPlaced](mq, "", "orders")
 //	err := pub.Send(ctx, OrderPlaced{OrderID: "A-1"}, acemq.Header("x-region", "eu"))
 //
 // # Consuming
 //
-// A Consumer[T] runs each delivery through the consume interceptors, the
-// codec and its Handler, on Concurrency worker goroutines. The handler's Ack
-// decides the outcome: Done acks, Retry climbs the retry ladder, Reject
-// dead-letters on purpose, and Fatal errors skip the ladder. Each delivery
+// A [Consumer][T] runs each delivery through the consume interceptors, the
+// codec and its [Handler], on [Concurrency] worker goroutines. The handler's [Ack]
+// decides the outcome: [Done] acks, [Retry] climbs the retry ladder, [Reject]
+// dead-letters on purpose, and [Fatal] errors skip the ladder. Each delivery
 // settles into one of five outcomes (acked, retried, rejected,
-// dead_lettered, parked), reported to OnSettled hooks, to WhenSettled
+// dead_lettered, parked), reported to [OnSettled] hooks, to [WhenSettled]
 // callbacks and on the engine's counters. A Consumer[T] takes messages of
-// T's type name, of the names AcceptTypes adds, and with no type; a queue
-// that carries several types is served by a Router, one typed handler per
-// type (NewRouter, Route), with everything else a Consumer's.
+// T's type name, of the names [AcceptTypes] adds, and with no type; a queue
+// that carries several types is served by a [Router], one typed handler per
+// type ([NewRouter], [Route]), with everything else a Consumer's.
+// [NewConsumer] declares the queue and its ladder before it returns, so a
+// publish right after it is routable; [DeclareContext] bounds that I/O by
+// the caller's ctx.
 //
 // # The retry ladder
 //
@@ -46,33 +49,35 @@
 // the original acked. When the attempts are spent the message goes to
 // {queue}.dlq; a message that cannot be read at all (bad envelope, unknown
 // content type, a body that does not decode or is too big) or is of a type
-// the consumer does not take goes to {queue}.parked. If a move fails the delivery goes back to its queue: a
-// message is never acked before its successor is safe.
+// the consumer does not take goes to {queue}.parked. If a move fails the
+// delivery goes back to its queue: a message is never acked before its
+// successor is safe. [RetryPolicy] sets the ladder, per Conn with
+// [WithRetryPolicy] or per consumer with [WithConsumerRetry].
 //
 // # Pausing and the kill switch
 //
-// Consumer.Pause and Resume (and the Router's) stop and restart taking
-// deliveries without stopping Run. KillSwitch pauses a consumer by itself
+// [Consumer.Pause] and [Consumer.Resume] (and the Router's) stop and restart taking
+// deliveries without stopping Run. [KillSwitch] pauses a consumer by itself
 // when, over a sliding window, too many deliveries fail (are retried, run
 // out of attempts, or panic): the messages wait in their queue instead of
 // climbing the ladder into {queue}.dlq while a dependency is down. After a
-// cool-down a probe of a few deliveries decides whether it resumes. Health
+// cool-down a probe of a few deliveries decides whether it resumes. [Conn.Health]
 // names each paused consumer and why.
 //
 // # Interceptors and middleware
 //
 // Interceptors are Conn-wide policy written as closures: a
-// PublishInterceptor sees and may change every message before it is
-// encoded, and its error is returned by Send as it is; a ConsumeInterceptor
+// [PublishInterceptor] sees and may change every message before it is
+// encoded, and its error is returned by Send as it is; a [ConsumeInterceptor]
 // sees every delivery before it is decoded, and its error dead-letters it.
 // They run in the order given and only on the way in. Per-handler concerns
-// (timeouts, idempotency, tracing) are Middleware, composed with
-// patterns.Chain. Conn.PublishRaw, which the engine's own moves use,
+// (timeouts, idempotency, tracing) are [Middleware], composed with
+// patterns.Chain. [Conn.PublishRaw], which the engine's own moves use,
 // bypasses the publish chain.
 //
 // # The envelope
 //
-// Every message carries an Envelope (ID, Type, Version, CorrelationID,
+// Every message carries an [Envelope] (ID, Type, Version, CorrelationID,
 // CausationID, Attempt, FirstSeen, Origin, Error and the application's
 // Headers). On the wire (format v2) its fields travel in the AMQP
 // properties wherever AMQP has one (message-id, type, correlation-id,
@@ -88,6 +93,6 @@
 // The engine records, through the OpenTelemetry metric API,
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
 // acemq.consume.duration, acemq.messages.dead.lettered.total and
-// acemq.consumer.paused. Tracing is
-// a wrapper in package acemq/otel.
+// acemq.consumer.paused, from the MeterProvider [WithMeterProvider] gives.
+// Tracing is a wrapper in package acemq/otel.
 package acemq

@@ -78,7 +78,7 @@ func (r *typedRoute[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panic
 }
 
 // newEngine applies opts and, unless NoDeclare, declares the queue's
-// topology. A configuration error is returned; a declaration error too,
+// topology, with DeclareContext's ctx or within declareTimeout. A configuration error is returned; a declaration error too,
 // and kept in declareErr.
 func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, error) {
 	if c == nil {
@@ -109,8 +109,12 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 		return nil, ErrClosed
 	}
 	if !cfg.noDeclare {
-		ctx, cancel := context.WithTimeout(context.Background(), declareTimeout)
-		defer cancel()
+		ctx := cfg.declareCtx
+		if ctx == nil {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), declareTimeout)
+			defer cancel()
+		}
 		if err := c.t.Declare(ctx, e.topology()...); err != nil {
 			e.declareErr = wrapf("declaring the queues of %s %q: %w", who, queue, err)
 			return e, e.declareErr
@@ -119,7 +123,8 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 	return e, nil
 }
 
-// declareTimeout bounds the declarations of NewConsumer and NewRouter.
+// declareTimeout bounds the declarations of NewConsumer and NewRouter
+// when DeclareContext gave no ctx.
 const declareTimeout = 30 * time.Second
 
 // topology is what the constructor declares.

@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"maps"
 	"math"
 	"strings"
@@ -66,8 +67,8 @@ const (
 // adds when a retry tier dead-letters (up to 7), so that no move the engine
 // makes turns a readable message into an unreadable one.
 const (
-	maxTableEntries = 8192
-	maxHeaders      = maxTableEntries - 64
+	maxTableEntries = wire.MaxEntries
+	maxHeaders      = wire.MaxHeaders
 	maxReadHeaders  = maxTableEntries - 16
 )
 
@@ -306,35 +307,12 @@ func readString(name string, v any, dst *string) error {
 }
 
 func readInt(name string, v any, lo, hi int64, dst *int) error {
-	var n int64
-	switch x := v.(type) {
-	case int:
-		n = int64(x)
-	case int8:
-		n = int64(x)
-	case int16:
-		n = int64(x)
-	case int32:
-		n = int64(x)
-	case int64:
-		n = x
-	case uint8:
-		n = int64(x)
-	case uint16:
-		n = int64(x)
-	case uint32:
-		n = int64(x)
-	case float32:
-		if float64(x) != math.Trunc(float64(x)) {
-			return fmt.Errorf("acemq: header %s is %v, want a whole number", name, x)
+	n, ok := wire.Int(v)
+	if !ok {
+		switch v.(type) {
+		case float32, float64:
+			return fmt.Errorf("acemq: header %s is %v, want a whole number", name, v)
 		}
-		n = int64(x)
-	case float64:
-		if x != math.Trunc(x) || math.Abs(x) > 1<<53 {
-			return fmt.Errorf("acemq: header %s is %v, want a whole number", name, x)
-		}
-		n = int64(x)
-	default:
 		return fmt.Errorf("acemq: header %s is a %T (%s), want an integer", name, v, quoteValue(v))
 	}
 	if n < lo || n > hi {

@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"time"
 	"unicode/utf8"
@@ -16,7 +17,7 @@ import (
 // payload with the reason, and nothing is parked later at a consumer.
 
 // maxShortString is the longest AMQP short string, in bytes.
-const maxShortString = 255
+const maxShortString = wire.MaxShortString
 
 // checkMessage reports the first reason m cannot travel: an envelope that
 // cannot be rendered, a destination or content type too long for AMQP, or
@@ -78,62 +79,18 @@ func checkProperties(e *Envelope) error {
 }
 
 // checkHeaders reports the first application header whose value an AMQP
-// table cannot carry.
+// table cannot carry; internal/wire holds the rules every path shares.
 func checkHeaders(h map[string]any) error {
-	if len(h) > maxHeaders {
-		return fmt.Errorf("acemq: %d headers, more than the %d a message may carry", len(h), maxHeaders)
-	}
-	for k, v := range h {
-		if len(k) > maxShortString {
-			return fmt.Errorf("acemq: a header name of %d bytes, more than the %d AMQP allows", len(k), maxShortString)
-		}
-		if err := checkHeaderValue(k, v); err != nil {
-			return err
-		}
+	if err := wire.CheckHeaders(h, maxHeaders); err != nil {
+		return fmt.Errorf("acemq: %w", err)
 	}
 	return nil
 }
 
 // checkHeaderValue reports whether v is something an AMQP table carries.
 func checkHeaderValue(name string, v any) error {
-	if err := checkValue(v, 0); err != nil {
+	if err := wire.CheckValue(v, 0); err != nil {
 		return fmt.Errorf("acemq: header %q: %w", name, err)
 	}
 	return nil
-}
-
-const maxHeaderDepth = 32
-
-func checkValue(v any, depth int) error {
-	if depth > maxHeaderDepth {
-		return fmt.Errorf("nested deeper than %d levels", maxHeaderDepth)
-	}
-	switch x := v.(type) {
-	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time:
-		return nil
-	case []any:
-		if len(x) > maxTableEntries {
-			return fmt.Errorf("an array of %d elements, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
-		}
-		for i, e := range x {
-			if err := checkValue(e, depth+1); err != nil {
-				return fmt.Errorf("element %d: %w", i, err)
-			}
-		}
-		return nil
-	case map[string]any:
-		if len(x) > maxTableEntries {
-			return fmt.Errorf("a table of %d entries, more than the %d an AMQP reader accepts", len(x), maxTableEntries)
-		}
-		for k, e := range x {
-			if len(k) > maxShortString {
-				return fmt.Errorf("a field name of %d bytes, more than the %d AMQP allows", len(k), maxShortString)
-			}
-			if err := checkValue(e, depth+1); err != nil {
-				return fmt.Errorf("field %q: %w", k, err)
-			}
-		}
-		return nil
-	}
-	return fmt.Errorf("a %T cannot travel in an AMQP table (use a string, bool, integer, float, []byte, time.Time, []any or map[string]any)", v)
 }

@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"reflect"
 	"strings"
@@ -170,10 +171,10 @@ func TestParseMalformedReservedHeaders(t *testing.T) {
 
 func TestCheckValueDepth(t *testing.T) {
 	var v any = "leaf"
-	for range maxHeaderDepth + 2 {
+	for range wire.MaxDepth + 2 {
 		v = map[string]any{"n": v}
 	}
-	if err := checkValue(v, 0); err == nil || !strings.Contains(err.Error(), "nested deeper") {
+	if err := checkHeaderValue("h", v); err == nil || !strings.Contains(err.Error(), "nested deeper") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"context"
+	"github.com/acemq/acemq/internal/wire"
 	"sync"
 	"time"
 
@@ -141,19 +142,10 @@ func (in *instruments) stopObserving() {
 	}
 }
 
-// publishDestination names an exchange as the conventions do: the default
-// exchange is "amq.default".
-func publishDestination(exchange string) string {
-	if exchange == "" {
-		return "amq.default"
-	}
-	return exchange
-}
-
 // published records one publish; seconds < 0 means it never reached the
 // transport and has no duration.
 func (in *instruments) published(ctx context.Context, exchange, outcome string, seconds float64) {
-	opts := in.attributes(publishDestination(exchange), outcome)
+	opts := in.attributes(wire.ExchangeName(exchange), outcome)
 	in.publishTotal.Add(ctx, 1, opts.add...)
 	if seconds >= 0 && outcome != publishRefused {
 		in.publishDuration.Record(ctx, seconds, opts.record...)

@@ -3,8 +3,6 @@ package acemq
 import (
 	"errors"
 	"fmt"
-
-	"github.com/acemq/acemq/internal/extend"
 )
 
 // PublisherOption configures a Publisher.
@@ -108,53 +106,4 @@ func CorrelationID(id string) SendOption {
 // incoming message's ID.
 func CausationID(id string) SendOption {
 	return sendOptionFunc(func(c *sendConfig) { c.causationID = id })
-}
-
-// extOption is a send option made by acemq's own packages through
-// internal/extend: it carries a value they read back and reserved headers.
-type extOption struct {
-	key, value any
-	reserved   map[string]any
-}
-
-func (o extOption) applySend(c *sendConfig) {
-	for k, v := range o.reserved {
-		if !isReserved(k) {
-			c.errs = append(c.errs, fmt.Errorf("acemq: internal option header %q is outside %s", k, ReservedPrefix))
-			continue
-		}
-		if c.reserved == nil {
-			c.reserved = make(map[string]any)
-		}
-		c.reserved[k] = v
-	}
-}
-
-func init() {
-	extend.NewSendOption = func(key, value any, reserved map[string]any) any {
-		return extOption{key: key, value: value, reserved: reserved}
-	}
-	extend.SendValue = func(opts any, key any) (any, bool) {
-		list, _ := opts.([]SendOption)
-		var (
-			v     any
-			found bool
-		)
-		for _, o := range list {
-			if e, ok := o.(extOption); ok && e.key == key {
-				v, found = e.value, true
-			}
-		}
-		return v, found
-	}
-	extend.Reserved = func(e any, create bool) map[string]any {
-		env, _ := e.(*Envelope)
-		if env == nil {
-			return nil
-		}
-		if env.reserved == nil && create {
-			env.reserved = make(map[string]any)
-		}
-		return env.reserved
-	}
 }

@@ -113,9 +113,14 @@ func idOf(m RawMessage) string {
 // awaited. A refusal is the interceptor's very error value, as with Send.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) []PublishResult {
 	results := make([]PublishResult, len(vs))
+	pm := perMessageOf(opts)
 	fail := func(err error) []PublishResult {
 		for i := range results {
 			results[i].Err = err
+			if pm != nil {
+				_, done := pm(ctx)
+				done("", err)
+			}
 		}
 		return results
 	}
@@ -129,17 +134,30 @@ func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...SendOption) 
 	}
 	defer p.conn.publishes.done()
 	msgs := make([]RawMessage, len(vs))
-	p.prepareAll(ctx, vs, opts, msgs, results)
+	var done []func(string, error)
+	if pm != nil {
+		done = make([]func(string, error), len(vs))
+	}
+	p.prepareAll(ctx, vs, opts, pm, done, msgs, results)
 	p.conn.sendBatch(ctx, msgs, results)
+	for i, d := range done {
+		d(results[i].ID, results[i].Err)
+	}
 	return results
 }
 
 // prepareAll runs prepare for every value of vs, concurrently, into msgs
 // and results. With a publish chain each value gets a goroutine of its own,
 // as the interceptors' documentation promises; without one no user code
-// runs, and a goroutine per core does the encoding.
-func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, msgs []RawMessage, results []PublishResult) {
+// runs, and a goroutine per core does the encoding. With pm, each value is
+// prepared with the context pm gives it, and done[i] is what pm returned
+// with it.
+func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption, pm perMessage, done []func(string, error), msgs []RawMessage, results []PublishResult) {
 	one := func(i int) {
+		ctx := ctx
+		if pm != nil {
+			ctx, done[i] = pm(ctx)
+		}
 		m, err := p.prepare(ctx, vs[i], opts)
 		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
 	}
@@ -176,7 +194,27 @@ func (p *Publisher[T]) Prepare(ctx context.Context, v T, opts ...SendOption) (Ra
 	return p.prepare(ctx, v, opts)
 }
 
+// prepare builds the message for v and records, in this one place, the
+// publish metrics of a message that never reaches the transport: refused
+// by an interceptor, or failed (an option, the checks, the codec).
 func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (RawMessage, error) {
+	m, refused, err := p.build(ctx, v, opts)
+	if err != nil {
+		outcome, exchange := publishFailed, p.exchange
+		if refused {
+			outcome = publishRefused
+		}
+		if m.Envelope != nil {
+			exchange = m.Exchange // where the chain sent it
+		}
+		p.conn.metrics.published(ctx, exchange, outcome, -1)
+	}
+	return m, err
+}
+
+// build runs the options, the publish chain, the checks and the codec on
+// v; refused says an interceptor refused it.
+func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m RawMessage, refused bool, err error) {
 	sc := &noSendOptions // read only: a Send without options allocates none
 	if len(opts) > 0 {
 		sc = &sendConfig{}
@@ -187,11 +225,10 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 		}
 	}
 	if len(sc.errs) > 0 {
-		p.conn.metrics.published(ctx, p.exchange, publishFailed, -1)
-		return RawMessage{}, errors.Join(sc.errs...)
+		return RawMessage{}, false, errors.Join(sc.errs...)
 	}
 	env := p.envelope(ctx, sc)
-	m := RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
+	m = RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
 		// Only a chain needs the PublishContext and the boxed payload. The
 		// context is the interceptors' to keep: it is never reused.
@@ -205,8 +242,7 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 			v = replaced
 		}
 		if err != nil {
-			p.conn.metrics.published(ctx, m.Exchange, publishRefused, -1)
-			return RawMessage{Envelope: env}, err
+			return RawMessage{Exchange: m.Exchange, Envelope: env}, true, err
 		}
 	}
 	codec := p.conn.cfg.codec
@@ -216,20 +252,18 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 		m.ContentType = codec.ContentType()
 	}
 	if err := checkMessage(&m); err != nil {
-		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return m, err
+		return m, false, err
 	}
 	if p.raw {
 		m.Body = []byte(any(v).(Raw))
-		return m, nil
+		return m, false, nil
 	}
 	body, err := codec.Encode(v)
 	if err != nil {
-		p.conn.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return m, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, m.ContentType, err)
+		return m, false, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, m.ContentType, err)
 	}
 	m.Body = body
-	return m, nil
+	return m, false, nil
 }
 
 // noSendOptions is the configuration of a Send given no options. It is

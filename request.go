@@ -26,24 +26,24 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 		return nil, ErrClosed
 	}
 	defer c.publishes.done()
+	// The wait for the reply is not the publish's: no duration is recorded.
+	outcome := publishFailed
+	defer func() { c.metrics.published(ctx, m.Exchange, outcome, -1) }()
 	if err := checkMessage(&m); err != nil {
-		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return nil, err
 	}
-	// The wait for the reply is not the publish's: no duration is recorded.
 	err := ctx.Err()
 	var r transport.Message
 	if err == nil {
 		r, err = c.t.Request(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false))
 	}
 	if err != nil {
-		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return nil, wrapf("request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), cerr)
 		}
 		return nil, wrapf("request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
 	}
-	c.metrics.published(ctx, m.Exchange, publishConfirmed, -1)
+	outcome = publishConfirmed
 	env, perr := parseEnvelope(&r)
 	if perr != nil {
 		return env, fmt.Errorf("acemq: the reply %s to request %s is unreadable: %w", env.ID, m.Envelope.ID, perr)

@@ -187,14 +187,15 @@ func (c *engine) move(ctx context.Context, d transport.Delivery, env *Envelope, 
 		}
 		msg = render(next, "", target, d.ContentType, d.Body, true)
 	}
-	if err := c.conn.publish(ctx, msg, nowNano()); err != nil {
+	ackErr, err := c.conn.relocate(ctx, msg, &d)
+	if err != nil {
 		return err
 	}
-	if err := d.Ack(); err != nil {
+	if ackErr != nil {
 		// The successor is safe; the original will come again and be
 		// handled again: at least once, never lost.
 		c.conn.cfg.logger.Warn("acemq: acking a moved delivery failed; the broker will deliver it again",
-			"queue", c.queue, "id", env.ID, "error", err)
+			"queue", c.queue, "id", env.ID, "error", ackErr)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package otel
 
 import (
 	"context"
-	"sync"
+	"slices"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/extend"
+	"github.com/acemq/acemq/internal/wire"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -36,7 +38,7 @@ func (t *Tracing) PublishInterceptor() acemq.PublishInterceptor {
 		if ours == nil || !span.IsRecording() || !ours.SpanContext().Equal(span.SpanContext()) {
 			return nil
 		}
-		dest := publishDestination(c.Exchange)
+		dest := wire.ExchangeName(c.Exchange)
 		span.SetName("publish " + dest)
 		span.SetAttributes(
 			keyDestination.String(dest),
@@ -78,48 +80,22 @@ func NewPublisher[T any](t *Tracing, c *acemq.Conn, exchange, routingKey string,
 // "publish <destination>", that ends when the broker confirmed the message
 // or the send failed (the span then has an error status).
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...acemq.SendOption) error {
-	return p.sendOne(ctx, v, opts).Err
+	return p.SendAll(ctx, []T{v}, opts...)[0].Err
 }
 
-// SendAll publishes every value of vs as acemq.Publisher.SendAll does, one
-// span per message, each a child of ctx's span. The sends run concurrently,
-// so they are pipelined as SendAll's are; the results are in vs's order.
+// SendAll publishes every value of vs as acemq.Publisher.SendAll does, on
+// its path (the publish chains first, then every message pipelined), with
+// one span per message, each a child of ctx's span; the results are in
+// vs's order.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...acemq.SendOption) []acemq.PublishResult {
-	results := make([]acemq.PublishResult, len(vs))
-	workers := min(len(vs), sendAllWorkers)
-	if workers <= 1 {
-		for i := range vs {
-			results[i] = p.sendOne(ctx, vs[i], opts)
-		}
-		return results
-	}
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int, workers)
-	)
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = p.sendOne(ctx, vs[i], opts)
-			}
-		})
-	}
-	for i := range vs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return results
+	return p.inner.SendAll(ctx, vs, append(slices.Clip(opts), hooks.PerMessage(p.span))...)
 }
 
-// sendAllWorkers bounds the goroutines of one SendAll.
-const sendAllWorkers = 256
-
-// sendOne sends v inside a span of its own. It goes through the inner
-// publisher's SendAll with one value, which is Send that also reports the
-// message ID, so the span has it even without the interceptor.
-func (p *Publisher[T]) sendOne(ctx context.Context, v T, opts []acemq.SendOption) acemq.PublishResult {
-	dest := publishDestination(p.exchange)
+// span opens the span of one message: it starts before the message's
+// publish chain, which sees it in ctx, and ends with the message's result,
+// whose ID it records even without the interceptor.
+func (p *Publisher[T]) span(ctx context.Context) (context.Context, func(id string, err error)) {
+	dest := wire.ExchangeName(p.exchange)
 	ctx, span := p.t.tracer.Start(ctx, "publish "+dest,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
@@ -129,15 +105,17 @@ func (p *Publisher[T]) sendOne(ctx context.Context, v T, opts []acemq.SendOption
 			keyDestination.String(dest),
 			keyRoutingKey.String(p.key),
 		))
-	defer span.End()
-	ctx = context.WithValue(ctx, publishKey{}, span)
-	r := p.inner.SendAll(ctx, []T{v}, opts...)[0]
-	if r.ID != "" {
-		span.SetAttributes(keyMessageID.String(r.ID))
+	return context.WithValue(ctx, publishKey{}, span), func(id string, err error) {
+		if id != "" {
+			span.SetAttributes(keyMessageID.String(id))
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 	}
-	if r.Err != nil {
-		span.RecordError(r.Err)
-		span.SetStatus(codes.Error, r.Err.Error())
-	}
-	return r
 }
+
+// hooks reach the root's per-message send option.
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

@@ -1,12 +1,12 @@
-// Package otel traces acemq messages with OpenTelemetry. Tracing is a
+// Package otel traces acemq messages with OpenTelemetry. [Tracing] is a
 // wrapper around the engine, not a part of it: a plain acemq.Publisher or
 // Handler opens no span, and only what is wrapped here is traced.
 //
 // # Publishing
 //
-// A Publisher from NewPublisher opens a producer span, "publish
+// A [Publisher] from [NewPublisher] opens a producer span, "publish
 // <destination>", and then sends through an ordinary acemq.Publisher with
-// the span in the context. The interceptor from Tracing.PublishInterceptor,
+// the span in the context. The interceptor from [Tracing.PublishInterceptor],
 // registered on the Conn, runs inside that span: it writes the trace
 // context (traceparent, tracestate, baggage) into the envelope's headers and
 // completes the span with what only the envelope knows, its message ID. Put
@@ -19,7 +19,7 @@
 //
 // # Consuming
 //
-// Handle, or Middleware in a patterns.Chain, reads the trace context from
+// [Handle], or [Middleware] in a patterns.Chain, reads the trace context from
 // the envelope's headers and opens a consumer span, "process <queue>", as a
 // child of the producer's span. The span ends when the delivery settles
 // (through acemq.WhenSettled), so it carries the real outcome in
@@ -170,12 +170,4 @@ func (t *Tracing) extract(ctx context.Context, env *acemq.Envelope) context.Cont
 		return ctx
 	}
 	return t.propagator().Extract(ctx, headerCarrier(env.Headers))
-}
-
-// publishDestination names an exchange as acemq's metrics do.
-func publishDestination(exchange string) string {
-	if exchange == "" {
-		return "amq.default"
-	}
-	return exchange
 }

@@ -1,17 +1,17 @@
 // Package outbox is a transactional outbox for acemq over database/sql: a
 // message is written into a table of the application's database in the
-// same transaction as the change it announces, and a Relay publishes it
+// same transaction as the change it announces, and a [Relay] publishes it
 // afterwards. Either both the change and the message happen or neither
 // does; a rolled-back transaction publishes nothing.
 //
-// The package works with PostgreSQL and SQLite (the Dialect says which)
+// The package works with PostgreSQL and SQLite (the [Dialect] says which)
 // and imports no driver: open the *sql.DB with the driver of your choice
 // (acemq's tests use github.com/jackc/pgx/v5/stdlib and the pure-Go
 // modernc.org/sqlite).
 //
 // # Writing
 //
-// Publisher.Send runs the Conn's publish interceptors and codec at write
+// [Publisher.Send] runs the Conn's publish interceptors and codec at write
 // time, exactly as acemq.Publisher.Send would, and inserts the resulting
 // envelope and body within the caller's *sql.Tx. An interceptor's refusal
 // is returned as it is and writes nothing. The trace context, tenant or
@@ -31,12 +31,12 @@
 // Send checks what the database or the broker would refuse before it
 // touches the transaction (NUL bytes and invalid UTF-8 in text columns,
 // AMQP short strings over 255 bytes, At after the year 9999): such a
-// message fails with an error wrapping ErrInvalid and the caller's
+// message fails with an error wrapping [ErrInvalid] and the caller's
 // transaction stays usable.
 //
 // # Scheduling
 //
-// At and After make a row due later: the relay publishes it once due_at
+// [At] and [After] make a row due later: the relay publishes it once due_at
 // has passed, never before, and at most a PollInterval late. due_at and the
 // relays' leases are computed with the database's clock (now() on
 // PostgreSQL, julianday('now') on SQLite), not the application's. They are
@@ -56,9 +56,10 @@
 // exponential backoff, and the rest of the batch goes on; a batch with
 // failures logs one line. Rows that failed before are published after the
 // batch's first tries and, when there are few, one at a time, so that a
-// poison row that makes the broker close the channel disturbs no other. After MaxAttempts failures the row is
-// dead-lettered: dead_at is set and no relay touches it until
-// Outbox.Replay (or `acemq outbox replay`) brings it back.
+// poison row that makes the broker close the channel disturbs no other.
+// After [MaxAttempts] failures the row is dead-lettered: dead_at is set and
+// no relay touches it until [Outbox.Replay] (or `acemq outbox replay`)
+// brings it back.
 //
 // The statements that settle a batch are retried after a failure, such as
 // a lost database connection, before the rows are left to their lease, and
@@ -69,7 +70,7 @@
 // Inbox).
 //
 // A relay whose ctx ends finishes its claim, starts no further publish,
-// waits up to StopTimeout for the confirms outstanding, deletes what was
+// waits up to [StopTimeout] for the confirms outstanding, deletes what was
 // confirmed and hands the rest back at once. There is no LISTEN/NOTIFY
 // wake-up: relays poll.
 //
@@ -82,14 +83,14 @@
 //
 // # The inbox
 //
-// Inbox is a patterns.IdempotencyStore in the same database. With
-// CompleteTx a handler records its effects and marks the message handled
+// [Inbox] is a patterns.IdempotencyStore in the same database. With
+// [Inbox.CompleteTx] a handler records its effects and marks the message handled
 // in one transaction, so a redelivery after a crash either finds the
 // effects and the completion or neither.
 //
 // # Metrics
 //
-// Through the OpenTelemetry metric API (WithMeterProvider, else the global
+// Through the OpenTelemetry metric API ([WithMeterProvider], else the global
 // provider): acemq.outbox.pending (rows waiting), acemq.outbox.dead (rows
 // dead-lettered), acemq.outbox.relayed, acemq.outbox.failed,
 // acemq.outbox.dead_lettered and acemq.outbox.lag (seconds from due_at to

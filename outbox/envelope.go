@@ -5,13 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/extend"
 )
 
 // storedEnvelope is the JSON form of an acemq.Envelope in the headers
@@ -59,7 +59,7 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers, 0); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
-	if s.Reserved, s.Reserved64, err = encodeTable(extend.Reserved(e, false), 0); err != nil {
+	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false), 0); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
@@ -90,7 +90,7 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		if err != nil {
 			return nil, err
 		}
-		dst := extend.Reserved(e, true)
+		dst := hooks.Reserved(e, true)
 		for k, v := range reserved {
 			dst[k] = v
 		}
@@ -98,7 +98,8 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 	return e, nil
 }
 
-const maxDepth = 32
+// maxDepth is how deeply stored tables nest: AMQP's limit, no more.
+const maxDepth = wire.MaxDepth
 
 // encodeTable encodes m's values under their names, and those whose name
 // is not valid UTF-8 apart, under their names in base64.
@@ -176,6 +177,8 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 		return tag("bytes", base64.StdEncoding.EncodeToString(x))
 	case time.Time:
 		return tag("time", x.Format(time.RFC3339Nano))
+	case wire.Decimal:
+		return tag("decimal", storedDecimal{Scale: x.Scale, Value: x.Value})
 	case []any:
 		parts := make([]json.RawMessage, len(x))
 		for i, e := range x {
@@ -271,6 +274,12 @@ func decodeValue(raw json.RawMessage, depth int) (any, error) {
 	return v, err
 }
 
+// storedDecimal is how an AMQP decimal is stored: its scale and value.
+type storedDecimal struct {
+	Scale uint8 `json:"scale"`
+	Value int32 `json:"value"`
+}
+
 // intBits is the width of each stored integer type.
 var intBits = map[string]int{"int": strconv.IntSize, "int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint8": 8, "uint16": 16, "uint32": 32}
 
@@ -329,6 +338,12 @@ func decodeTagged(t tagged, depth int) (any, error) {
 		return string(b), err
 	case "time":
 		return time.Parse(time.RFC3339Nano, s)
+	case "decimal":
+		var d storedDecimal
+		if err := json.Unmarshal(t.V, &d); err != nil {
+			return nil, fmt.Errorf("decimal value %s: %w", t.V, err)
+		}
+		return wire.Decimal{Scale: d.Scale, Value: d.Value}, nil
 	case "table":
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(t.V, &m); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/outbox"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,6 +26,7 @@ func TestHeadersComeOutOfTheOutboxAsFromADirectPublish(t *testing.T) {
 		"x-nul":          "a\x00b",
 		"x-nested":       map[string]any{"s": "\xfe", "n": int32(-7)},
 		"x-list":         []any{"\x80", int64(1) << 40, []byte{0, 0xff}},
+		"x-decimal":      amqp.Decimal{Scale: 2, Value: -12345},
 	}
 	for _, br := range brokers {
 		t.Run(br.name, func(t *testing.T) {

@@ -97,14 +97,14 @@ type schedule struct {
 // once. A plain acemq.Publisher ignores the option and sends at once. When
 // several of At and After are given, the last one counts.
 func At(t time.Time) acemq.SendOption {
-	return extend.NewSendOption(scheduleKey{}, schedule{at: t, isAt: true}, nil).(acemq.SendOption)
+	return hooks.NewSendOption(scheduleKey{}, schedule{at: t, isAt: true}, nil)
 }
 
 // After schedules a message written by an outbox Publisher to be
 // published d after Send, never before; d <= 0 means at once. A plain
 // acemq.Publisher ignores the option and sends at once.
 func After(d time.Duration) acemq.SendOption {
-	return extend.NewSendOption(scheduleKey{}, schedule{after: d}, nil).(acemq.SendOption)
+	return hooks.NewSendOption(scheduleKey{}, schedule{after: d}, nil)
 }
 
 // latest is the latest time At accepts: the end of year 9999, which both
@@ -116,7 +116,7 @@ var latest = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
 // that time and the database's clock.
 func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	epoch := time.Unix(0, 0)
-	v, ok := extend.SendValue(opts, scheduleKey{})
+	v, ok := hooks.SendValue(opts, scheduleKey{})
 	if !ok {
 		return epoch, 0, nil
 	}
@@ -137,3 +137,6 @@ func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	}
 	return s.at, 0, nil
 }
+
+// hooks reach the engine's reserved headers and option values.
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

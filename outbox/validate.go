@@ -3,6 +3,7 @@ package outbox
 import (
 	"errors"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"strings"
 	"unicode/utf8"
 
@@ -12,7 +13,7 @@ import (
 // maxShortString is the longest AMQP short string: the message ID,
 // exchange, routing key, content type, type, correlation ID, reply-to and
 // origin travel as one, and a longer one fails every publish.
-const maxShortString = 255
+const maxShortString = wire.MaxShortString
 
 // ErrInvalid is wrapped by the error of a Send given a message the outbox
 // cannot store or the broker would refuse: a NUL byte or invalid UTF-8
@@ -27,8 +28,9 @@ var ErrInvalid = errors.New("acemq: outbox: invalid message")
 // the broker refuses would fail every publish of the row. Values are
 // quoted with %q, so the error never carries a control byte.
 //
-// Header values and names are not checked: the stored envelope keeps them
-// byte for byte, whatever they hold.
+// Header names and values are checked by the rules every path shares
+// (internal/wire), so the outbox refuses at Send what the broker would
+// refuse at every publish of the row; what passes is stored byte for byte.
 func checkMessage(m acemq.RawMessage) error {
 	e := m.Envelope
 	fields := []struct {
@@ -59,6 +61,9 @@ func checkMessage(m acemq.RawMessage) error {
 	}
 	if y := e.FirstSeen.Year(); y < 0 || y > 9999 {
 		errs = append(errs, fmt.Sprintf("its first-seen time is in the year %d, outside 0 to 9999", y))
+	}
+	if err := wire.CheckHeaders(e.Headers, wire.MaxHeaders); err != nil {
+		errs = append(errs, "its "+err.Error())
 	}
 	if len(errs) == 0 {
 		return nil

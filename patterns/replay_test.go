@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	amqp "github.com/rabbitmq/amqp091-go"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,4 +217,29 @@ func TestReplayProgress(t *testing.T) {
 		{Skipped: 1}, {Moved: 1, Skipped: 1}, {Moved: 1, Skipped: 2}, {Moved: 2, Skipped: 2},
 	}, seen, "one call per message taken, with the counts so far")
 	assert.Equal(t, seen[len(seen)-1], rep)
+}
+
+// A message a foreign producer sent with an AMQP decimal header moves like
+// any other, the decimal kept.
+func TestReplayMovesADecimal(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			c := connect(t, b.url(t))
+			dlq, work := queue(t, c, "dlq"), queue(t, c, "work")
+			price := amqp.Decimal{Scale: 2, Value: 1999}
+			require.NoError(t, c.Transport().Publish(ctxT(t), transport.Message{
+				RoutingKey: dlq, MessageID: "decimal-1", Body: []byte("{}"), ContentType: "application/json",
+				Headers: map[string]any{"x-price": price},
+			}))
+			rep, err := patterns.Replay(ctxT(t), c, dlq, work)
+			require.NoError(t, err)
+			assert.Equal(t, patterns.ReplayReport{Moved: 1}, rep)
+			moved := drain(t, c, work)
+			require.Len(t, moved, 1)
+			assert.Equal(t, "decimal-1", moved[0].ID)
+			assert.Equal(t, price, moved[0].Headers["x-price"])
+		})
+	}
 }

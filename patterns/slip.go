@@ -34,7 +34,7 @@ func Itinerary(steps ...string) acemq.SendOption {
 	for i, s := range steps {
 		slip[i] = s
 	}
-	return extend.NewSendOption(itineraryKey{}, steps, map[string]any{itineraryHeader: slip}).(acemq.SendOption)
+	return hooks.NewSendOption(itineraryKey{}, steps, map[string]any{itineraryHeader: slip})
 }
 
 // Forward passes a message on along its routing slip. After the handler
@@ -112,7 +112,7 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 	if env == nil {
 		return nil, nil
 	}
-	v, ok := extend.Reserved(env, false)[itineraryHeader]
+	v, ok := hooks.Reserved(env, false)[itineraryHeader]
 	if !ok || v == nil {
 		return nil, nil
 	}
@@ -145,3 +145,6 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 	}
 	return out, nil
 }
+
+// hooks reach the engine's reserved headers and option values.
+var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

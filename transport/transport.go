@@ -1,6 +1,6 @@
 // Package transport is the contract between the acemq engine and a message
 // broker. The engine renders envelopes, runs interceptors and settles
-// deliveries; a Transport moves bytes, confirms publishes and hands out
+// deliveries; a [Transport] moves bytes, confirms publishes and hands out
 // deliveries. Two implementations ship with acemq: transport/rabbitmq (over
 // amqp091-go) and transport/memory (an in-process broker). Both pass the
 // conformance suite in transport/transporttest, and so must any other.
@@ -10,20 +10,20 @@
 //   - Every method is safe for concurrent use by many goroutines.
 //   - Publish returns nil only after the broker has confirmed the message. A
 //     message no queue takes (publishes are always mandatory) fails with
-//     ErrUnroutable; a broker nack with ErrNacked; a closed transport with
-//     ErrClosed; an ended ctx with ctx's error. Concurrent publishes are
+//     [ErrUnroutable]; a broker nack with [ErrNacked]; a closed transport with
+//     [ErrClosed]; an ended ctx with ctx's error. Concurrent publishes are
 //     pipelined: no lock is held while a confirm is awaited.
 //   - Consume hands deliveries to its callback, at most prefetch of them
 //     unsettled at a time, until ctx ends. When ctx ends it stops taking new
 //     deliveries and returns once every delivery it handed out has been acked
 //     or nacked (or the channel it came on is gone). A transport that
 //     reconnects resumes its consumers by itself.
-//   - Delivery.Ack and Delivery.Nack fail, never panic, when the channel the
+//   - [Delivery.Ack] and [Delivery.Nack] fail, never panic, when the channel the
 //     delivery came on is gone; a stale delivery is never settled on a newer
 //     channel (the broker redelivers it instead).
 //   - Declare is idempotent; a transport that reconnects declares again what
 //     it declared before.
-//   - A transport may also implement BatchPublisher, which SendAll uses to
+//   - A transport may also implement [BatchPublisher], which SendAll uses to
 //     put a whole batch in flight from one call; its promises are Publish's,
 //     message by message.
 package transport

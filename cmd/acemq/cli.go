@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/acemq/acemq/internal/urls"
 	"io"
 	"log/slog"
 	"os"
@@ -191,16 +192,8 @@ func (c *cli) connect(ctx context.Context) (*acemq.Conn, error) {
 	return mq, nil
 }
 
-// scrub hides rawURL's password in s, should the URL or the password in
-// its user-info form appear there, and drops an "acemq: " prefix.
+// scrub hides rawURL's passwords in s (internal/urls.Scrub: the URL's
+// entries, their passwords plain and escaped) and drops an "acemq: " prefix.
 func scrub(s, rawURL string) string {
-	s = strings.TrimPrefix(s, "acemq: ")
-	s = strings.ReplaceAll(s, rawURL, acemq.Redact(rawURL))
-	if i := strings.Index(rawURL, "://"); i >= 0 {
-		creds, _, ok := strings.Cut(rawURL[i+3:], "@")
-		if _, pw, has := strings.Cut(creds, ":"); ok && has && pw != "" {
-			s = strings.ReplaceAll(s, ":"+pw+"@", ":xxxxx@")
-		}
-	}
-	return s
+	return urls.Scrub(strings.TrimPrefix(s, "acemq: "), rawURL)
 }

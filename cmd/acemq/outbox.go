@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/acemq/acemq/internal/urls"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -146,17 +147,5 @@ func openOutboxDB(rawURL string) (*sql.DB, outbox.Dialect, error) {
 		}
 		return db, outbox.SQLite, err
 	}
-	return nil, 0, usagef("outbox: -db must start with postgres://, postgresql:// or sqlite:, not %q", redactDB(rawURL))
-}
-
-// redactDB hides a password in a database URL the command does not
-// understand, should it hold one.
-func redactDB(rawURL string) string {
-	if i := strings.Index(rawURL, "://"); i >= 0 {
-		creds, rest, ok := strings.Cut(rawURL[i+3:], "@")
-		if user, _, has := strings.Cut(creds, ":"); ok && has {
-			return rawURL[:i+3] + user + ":xxxxx@" + rest
-		}
-	}
-	return rawURL
+	return nil, 0, usagef("outbox: -db must start with postgres://, postgresql:// or sqlite:, not %q", urls.Redact(rawURL))
 }

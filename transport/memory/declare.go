@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"reflect"
 	"slices"
@@ -41,7 +42,7 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 		d.args[k] = v
 		switch k {
 		case "x-message-ttl":
-			ms, ok := number(v)
+			ms, ok := wire.Number(v)
 			if !ok || ms < 0 || math.IsInf(ms, 0) || math.IsNaN(ms) {
 				return d, bad(k, v, "a non-negative number of milliseconds")
 			}
@@ -59,7 +60,7 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 			}
 			d.hasDLRK, d.dlrk = true, s
 		case "x-delivery-limit":
-			n, ok := number(v)
+			n, ok := wire.Number(v)
 			if !ok || n != math.Trunc(n) || math.IsInf(n, 0) {
 				return d, bad(k, v, "an integer")
 			}
@@ -123,41 +124,10 @@ func queueType(quorum bool) string {
 	return "classic"
 }
 
-// number reads v as a float64 when it is any Go integer or float.
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case float32:
-		return float64(n), true
-	case float64:
-		return n, true
-	}
-	return 0, false
-}
-
 // sameArg compares two argument values, numbers by value whatever their type.
 func sameArg(a, b any) bool {
-	if x, ok := number(a); ok {
-		y, ok := number(b)
+	if x, ok := wire.Number(a); ok {
+		y, ok := wire.Number(b)
 		return ok && x == y
 	}
 	return reflect.DeepEqual(a, b)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"maps"
 	"strings"
 	"time"
@@ -84,10 +86,15 @@ func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []
 // Publish routes m and returns once every queue it reached holds it, which in
 // process is at once. It copies m's body and header map. It fails with an
 // error wrapping transport.ErrNotFound when the exchange does not exist and
-// transport.ErrUnroutable when no queue took the message.
+// transport.ErrUnroutable when no queue took the message. Headers an AMQP
+// table cannot carry are refused, by the same rules as the RabbitMQ
+// transport's.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := wire.CheckHeaders(m.Headers, wire.MaxEntries); err != nil {
+		return fmt.Errorf("acemq: memory publish to exchange %s, routing key %q: headers: %w", quote(m.Exchange), m.RoutingKey, err)
 	}
 	m.Body = bytes.Clone(m.Body)
 	m.Headers = maps.Clone(m.Headers)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"sync"
 	"time"
 
@@ -228,7 +229,7 @@ func toDelivery(d amqp.Delivery, queue string, acker transport.Acknowledger) tra
 		Message: transport.Message{
 			Exchange:      d.Exchange,
 			RoutingKey:    d.RoutingKey,
-			Headers:       fromTable(d.Headers),
+			Headers:       wire.FromTable(d.Headers),
 			ContentType:   d.ContentType,
 			MessageID:     d.MessageId,
 			CorrelationID: d.CorrelationId,

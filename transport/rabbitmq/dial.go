@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"log/slog"
 	"net"
 	"net/url"
@@ -243,8 +244,9 @@ func (t *Transport) Node() string {
 // Config.DialTimeout. Its error names the node, password redacted, and
 // carries no "acemq:" prefix: the callers add what they were doing.
 //
-// The socket is layered: TCP, then batchConn (coalesced writes), then TLS
-// for amqps://, then frameGuard, so that the guard reads the broker's
+// The socket is layered: TCP, then internal/wire's batch conn (coalesced
+// writes; see its doc for what an early Write return means), then TLS
+// for amqps://, then wire's frame guard, so that the guard reads the broker's
 // frames in the clear. TLS is therefore done here rather than by amqp091,
 // which is handed the URL with the amqp scheme and the port made explicit.
 func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
@@ -281,7 +283,7 @@ func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
 				}
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			var layered net.Conn = newBatchConn(c)
+			layered := wire.NewBatchConn(c)
 			if tlsCfg != nil {
 				tc := tls.Client(layered, tlsCfg)
 				if err := tc.HandshakeContext(ctx); err != nil {
@@ -290,7 +292,7 @@ func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
 				}
 				layered = tc
 			}
-			return newFrameGuard(layered), nil
+			return wire.NewGuard(layered), nil
 		},
 	})
 	if err != nil {

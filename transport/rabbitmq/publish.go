@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"strings"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -67,7 +67,7 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 }
 
 func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
-	headers, err := toTable(m.Headers)
+	headers, err := wire.ToTable(m.Headers)
 	if err != nil {
 		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
 	}
@@ -212,90 +212,4 @@ func (t *Transport) requeue(q chan *pubReq, r *pubReq, cause error) {
 	default:
 		t.complete(r, fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", r.what()))
 	}
-}
-
-// toTable converts application headers to an AMQP table, nested maps
-// included, and checks every value is one AMQP can carry.
-func toTable(h map[string]any) (amqp.Table, error) {
-	if len(h) == 0 {
-		return nil, nil
-	}
-	t := make(amqp.Table, len(h))
-	nested := false
-	for k, v := range h {
-		switch v.(type) {
-		case string, int32, int64, bool, int, int8, int16, uint16, uint32, float32, float64, time.Time, nil:
-			// What the engine's envelope carries: valid as it is.
-			t[k] = v
-		default:
-			t[k] = toField(v)
-			nested = true
-		}
-	}
-	if nested {
-		if err := t.Validate(); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
-}
-
-func toField(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		t := make(amqp.Table, len(x))
-		for k, e := range x {
-			t[k] = toField(e)
-		}
-		return t
-	case amqp.Table:
-		return toField(map[string]any(x))
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = toField(e)
-		}
-		return out
-	case []byte:
-		return bytes.Clone(x)
-	case []string:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = e
-		}
-		return out
-	case uint:
-		return int64(x)
-	case uint8:
-		return x
-	case uint64:
-		if x <= 1<<63-1 {
-			return int64(x)
-		}
-	}
-	return v
-}
-
-// fromTable converts an AMQP table to plain maps, nested tables included,
-// so the engine never meets an amqp091 type. It never returns nil.
-func fromTable(t amqp.Table) map[string]any {
-	m := make(map[string]any, len(t))
-	for k, v := range t {
-		m[k] = fromField(v)
-	}
-	return m
-}
-
-func fromField(v any) any {
-	switch x := v.(type) {
-	case amqp.Table:
-		return fromTable(x)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = fromField(e)
-		}
-		return out
-	}
-	return v
 }

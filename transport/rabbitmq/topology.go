@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/acemq/acemq/internal/wire"
 	"maps"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -17,6 +18,11 @@ import (
 // connection and, by closing the channel under it, every call fn makes.
 func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Channel) error) error {
 	for {
+		if ctx.Err() != nil {
+			// Ended already: touch nothing, rather than race the close
+			// below with the first of fn's calls.
+			return ctxError(op, ctx)
+		}
 		s, err := t.current(ctx, op)
 		if err != nil {
 			return err
@@ -106,7 +112,7 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 	for _, k := range quorumOnly {
 		delete(rest, k)
 	}
-	rest, _ = toTable(rest)
+	rest, _ = wire.ToTable(rest)
 	for _, args := range []amqp.Table{rest, nil} {
 		if args == nil {
 			args = amqp.Table{}
@@ -135,7 +141,7 @@ func validate(it transport.Topology) error {
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
 		}
-		if _, err := toTable(v.Args); err != nil {
+		if _, err := wire.ToTable(v.Args); err != nil {
 			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
 		}
 	case transport.Binding:
@@ -164,7 +170,7 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 			return classify("declare", "exchange", v.Name, err)
 		}
 	case transport.Queue:
-		args, _ := toTable(v.Args)
+		args, _ := wire.ToTable(v.Args)
 		if v.Quorum {
 			if args == nil {
 				args = amqp.Table{}

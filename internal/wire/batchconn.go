@@ -1,4 +1,4 @@
-package rabbitmq
+package wire
 
 import (
 	"net"
@@ -30,6 +30,15 @@ type batchConn struct {
 	spare    []byte    // the buffer the flusher last wrote, reused
 	flushing bool      // a flusher goroutine runs
 	err      error     // the first socket error, or net.ErrClosed after Close
+}
+
+// NewBatchConn returns c with its writes coalesced (see batchConn). Its
+// Write returns once the bytes are queued, not once they are on the
+// socket: an error writing them shows at a later Write or at Close, and
+// only a publisher confirm says the broker has a message. Close must be
+// called; it ends the flusher goroutine and waits for it.
+func NewBatchConn(c net.Conn) net.Conn {
+	return newBatchConn(c)
 }
 
 func newBatchConn(c net.Conn) *batchConn {

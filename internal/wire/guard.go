@@ -1,4 +1,4 @@
-package rabbitmq
+package wire
 
 import (
 	"bufio"
@@ -12,11 +12,12 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// amqp091-go refuses to read a field table nested deeper than 32 levels or
-// holding more than 8,192 entries, or one it cannot parse, and a refusal in
-// a content header frame fails the whole connection. The broker then
-// delivers the same message again on the next connection, which fails the
-// same way: one hostile producer wedges every consumer of the queue.
+// amqp091-go refuses to read a field table nested deeper than MaxDepth
+// levels or holding more than MaxEntries entries, or one it cannot parse,
+// and a refusal in a content header frame fails the whole connection. The
+// broker then delivers the same message again on the next connection,
+// which fails the same way: one hostile producer wedges every consumer of
+// the queue.
 //
 // frameGuard sits between the socket and amqp091's reader. It passes every
 // frame through untouched except a content header whose headers table
@@ -24,8 +25,8 @@ import (
 // transport.UnreadableHeaders, saying why, and the engine parks the
 // message. Body frames are streamed through without a copy.
 const (
-	guardMaxDepth    = 32   // amqp091's maxFieldDepth
-	guardMaxElements = 8192 // amqp091's maxContainerElements
+	guardMaxDepth    = MaxDepth   // amqp091's maxFieldDepth
+	guardMaxElements = MaxEntries // amqp091's maxContainerElements
 )
 
 const (
@@ -41,6 +42,14 @@ type frameGuard struct {
 	stream  int    // bytes of the current frame to pass straight through
 	broken  bool   // not AMQP frames (a protocol refusal): pass everything
 	scratch [7]byte
+}
+
+// NewGuard returns c with the frame guard on its reads: what amqp091-go
+// reads through it is the broker's stream with every headers table it
+// could not read replaced by one that says why. Writes, Close and the rest
+// go to c.
+func NewGuard(c net.Conn) net.Conn {
+	return newFrameGuard(c)
 }
 
 func newFrameGuard(c net.Conn) *frameGuard {
@@ -164,6 +173,12 @@ func encodeReplacement(reason string) []byte {
 
 var errTruncated = errors.New("a field runs past the end of its table")
 
+// errArrayOverrun is an array whose length, or one of whose fields, runs
+// past the end of what holds it. amqp091 reads such an array leniently,
+// stopping where its input ends; the frame is not well-formed AMQP, and
+// the guard refuses it rather than guess what its producer meant.
+var errArrayOverrun = errors.New("an array runs past the end of what holds it")
+
 // checkTable reports what would make amqp091 refuse the encoded table b
 // (the bytes after its length) at nesting depth.
 func checkTable(b []byte, depth int) error {
@@ -197,6 +212,9 @@ func checkArray(b []byte, depth int) error {
 	n := 0
 	for len(b) > 0 {
 		rest, err := checkField(b, depth)
+		if errors.Is(err, errTruncated) {
+			return errArrayOverrun
+		}
 		if err != nil {
 			return err
 		}
@@ -228,6 +246,9 @@ func checkField(b []byte, depth int) ([]byte, error) {
 		}
 		l := binary.BigEndian.Uint32(b)
 		if l > math.MaxInt32 || int(l) > len(b)-4 {
+			if typ == 'A' {
+				return nil, errArrayOverrun
+			}
 			return nil, errTruncated
 		}
 		body, rest := b[4:4+int(l)], b[4+int(l):]
