@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -147,11 +146,13 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 		wg.Wait()
 		return
 	}
+	// Contiguous shares, so that no two goroutines write neighbouring
+	// results (which would share cache lines) or contend on a counter.
 	workers := min(len(vs), runtime.GOMAXPROCS(0))
-	var next atomic.Int64
-	for range workers {
+	for w := range workers {
+		lo, hi := w*len(vs)/workers, (w+1)*len(vs)/workers
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(vs); i = int(next.Add(1) - 1) {
+			for i := lo; i < hi; i++ {
 				one(i)
 			}
 		})
