@@ -161,8 +161,10 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 }
 
 // Prepare runs the publish chain and the codec on v, as Send would, and
-// returns the message ready for Conn.PublishRaw without sending it. The
-// outbox uses it to store a message at write time.
+// returns the message ready for Conn.PublishRaw without sending it. It
+// fails as Send would on an envelope that cannot be rendered, so a message
+// it returns can travel. The outbox uses it to store a message at write
+// time.
 func (p *Publisher[T]) Prepare(ctx context.Context, v T, opts ...SendOption) (RawMessage, error) {
 	if p == nil || p.conn == nil {
 		return RawMessage{}, errNoConn
