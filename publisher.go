@@ -138,6 +138,10 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 		m, err := p.prepare(ctx, vs[i], opts)
 		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
 	}
+	if len(vs) == 1 { // one value: its chain runs on the caller's goroutine
+		one(0)
+		return
+	}
 	var wg sync.WaitGroup
 	if len(p.conn.cfg.publishChain) > 0 {
 		for i := range vs {
