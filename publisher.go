@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -161,6 +160,10 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 		m, err := p.prepare(ctx, vs[i], opts)
 		msgs[i], results[i].ID, results[i].Err = m, idOf(m), err
 	}
+	if len(vs) == 1 { // one value: its chain runs on the caller's goroutine
+		one(0)
+		return
+	}
 	var wg sync.WaitGroup
 	if len(p.conn.cfg.publishChain) > 0 {
 		for i := range vs {
@@ -169,11 +172,13 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 		wg.Wait()
 		return
 	}
+	// Contiguous shares, so that no two goroutines write neighbouring
+	// results (which would share cache lines) or contend on a counter.
 	workers := min(len(vs), runtime.GOMAXPROCS(0))
-	var next atomic.Int64
-	for range workers {
+	for w := range workers {
+		lo, hi := w*len(vs)/workers, (w+1)*len(vs)/workers
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(vs); i = int(next.Add(1) - 1) {
+			for i := lo; i < hi; i++ {
 				one(i)
 			}
 		})
@@ -182,8 +187,10 @@ func (p *Publisher[T]) prepareAll(ctx context.Context, vs []T, opts []SendOption
 }
 
 // Prepare runs the publish chain and the codec on v, as Send would, and
-// returns the message ready for Conn.PublishRaw without sending it. The
-// outbox uses it to store a message at write time.
+// returns the message ready for Conn.PublishRaw without sending it. It
+// fails as Send would on an envelope that cannot be rendered, so a message
+// it returns can travel. The outbox uses it to store a message at write
+// time.
 func (p *Publisher[T]) Prepare(ctx context.Context, v T, opts ...SendOption) (RawMessage, error) {
 	if p == nil || p.conn == nil {
 		return RawMessage{}, errNoConn

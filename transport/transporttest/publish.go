@@ -55,6 +55,22 @@ func testRoundTrip(e *env) {
 	ack(e.t, d)
 }
 
+// testPropertiesOnly round-trips a message whose every property is set and
+// that has no header at all: wire format v2's usual message.
+func testPropertiesOnly(e *env) {
+	tr := e.client()
+	q := e.queue("q", nil)
+	want := fullMessage(q)
+	want.Headers = nil
+	e.publish(tr, want)
+	d := e.consume(tr, q, 1).next()
+	checkMessage(e.t, want, d.Message)
+	if len(d.Headers) != 0 {
+		e.t.Errorf("a message sent without headers arrived with %v", d.Headers)
+	}
+	ack(e.t, d)
+}
+
 func testPublisherBuffers(e *env) {
 	tr := e.client()
 	q := e.queue("q", nil)

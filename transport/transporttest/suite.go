@@ -107,6 +107,7 @@ type testCase struct {
 // cases lists the subtests in the order they are reported.
 var cases = []testCase{
 	{name: "RoundTrip", run: testRoundTrip},
+	{name: "PropertiesOnly", run: testPropertiesOnly},
 	{name: "PublisherBuffersReusable", run: testPublisherBuffers},
 	{name: "Unroutable", run: testUnroutable},
 	{name: "MissingExchange", run: testMissingExchange},
