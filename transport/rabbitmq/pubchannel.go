@@ -114,12 +114,16 @@ func (pc *pubChannel) run() {
 			<-pc.died
 			return
 		case <-pc.recycle:
-			pc.t.log.Warn("acemq: rabbitmq nacked a publish; reopening the publishing channel", "node", pc.t.nodes[pc.s.node].safe)
-			pc.drain()
-			_ = pc.ch.Close()
-			<-pc.died
+			pc.retire()
 			return
 		case r := <-pc.src:
+			if r.resend && pc.retiring() {
+				// A nack came in while both were ready: r goes back for
+				// another channel rather than onto this one.
+				pc.t.requeue(pc.src, r, transport.ErrNacked)
+				pc.retire()
+				return
+			}
 			if !pc.write(r) {
 				_ = pc.ch.Close()
 				<-pc.died
@@ -127,6 +131,24 @@ func (pc *pubChannel) run() {
 			}
 		}
 	}
+}
+
+// retiring reports whether the channel has nacked and takes no more.
+func (pc *pubChannel) retiring() bool {
+	select {
+	case <-pc.recycle:
+		return true
+	default:
+		return false
+	}
+}
+
+// retire closes a channel that nacked, once its confirms in flight are in.
+func (pc *pubChannel) retire() {
+	pc.t.log.Warn("acemq: rabbitmq nacked a publish; reopening the publishing channel", "node", pc.t.nodes[pc.s.node].safe)
+	pc.drain()
+	_ = pc.ch.Close()
+	<-pc.died
 }
 
 // drain waits, for up to drainTimeout, until every publish written on the
@@ -156,7 +178,9 @@ func (pc *pubChannel) drain() {
 const maxNacks = 4
 
 // drainTimeout bounds drain; what is still in flight then is sent again.
-const drainTimeout = 5 * time.Second
+// It is short: while it runs the channel writes nothing, and a channel that
+// nacked may hold confirms back for as long as its queue elects a leader.
+const drainTimeout = 500 * time.Millisecond
 
 // write publishes r; false means the channel is unusable.
 func (pc *pubChannel) write(r *pubReq) bool {
