@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )
@@ -104,11 +105,11 @@ func (b *tableBuilder) value(depth int) any {
 	case 14:
 		return amqp.Decimal{Scale: b.byte(), Value: int32(b.u64())}
 	case 15:
-		if depth < 40 {
+		if depth < wire.MaxDepth { // deeper never arrives: the frame guard stands in for it
 			return b.table(depth + 1)
 		}
 	case 16:
-		if depth < 40 {
+		if depth < wire.MaxDepth {
 			var a []any
 			for n := int(b.byte() % 6); n > 0 && len(b.data) > 0; n-- {
 				a = append(a, b.value(depth+1))
