@@ -54,6 +54,9 @@ func TestKillConnectedNode(t *testing.T) {
 		l.waitConfirms(200, time.Minute)
 	}
 	r := l.finish()
+	if slices.Max(resumed) > 2*time.Second {
+		t.Logf("a slow failover; the Conn's log:\n%s", l.logs.String())
+	}
 	t.Logf("kill the connected node ×3: %v; Sends confirmed again after %v (median %v, max %v); failed Sends: %v",
 		r, resumed, median(slices.Clone(resumed)).Round(time.Millisecond), slices.Max(resumed).Round(time.Millisecond), l.errorsSeen())
 	if m := median(slices.Clone(resumed)); m > 5*time.Second {
