@@ -2,13 +2,13 @@ package acemq
 
 import (
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"maps"
 	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 	"github.com/google/uuid"
 )

@@ -2,10 +2,11 @@ package acemq
 
 import (
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"time"
 	"unicode/utf8"
+
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // What AMQP cannot carry is refused before the broker sees it. A property,

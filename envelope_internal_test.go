@@ -1,7 +1,6 @@
 package acemq
 
 import (
-	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"reflect"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 

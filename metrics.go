@@ -2,9 +2,10 @@ package acemq
 
 import (
 	"context"
-	"github.com/acemq/acemq/internal/wire"
 	"sync"
 	"time"
+
+	"github.com/acemq/acemq/internal/wire"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"

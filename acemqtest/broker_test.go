@@ -3,12 +3,13 @@ package acemqtest
 import (
 	"context"
 	"fmt"
-	"github.com/acemq/acemq"
 	"net"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/acemq/acemq"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )

@@ -5,13 +5,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // storedEnvelope is the JSON form of an acemq.Envelope in the headers

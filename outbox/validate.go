@@ -3,11 +3,11 @@ package outbox
 import (
 	"errors"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // maxShortString is the longest AMQP short string: the message ID,

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/patterns"

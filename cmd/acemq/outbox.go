@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/acemq/acemq/internal/urls"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/acemq/acemq/internal/urls"
 	"github.com/acemq/acemq/outbox"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver

@@ -3,13 +3,13 @@ package memory
 import (
 	"context"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"math"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 

@@ -5,11 +5,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"maps"
 	"strings"
 	"time"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 

@@ -6,9 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"sync"
 	"time"
+
+	"github.com/acemq/acemq/internal/wire"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 

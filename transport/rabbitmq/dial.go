@@ -6,13 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/acemq/acemq/internal/wire"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"strings"
+
+	"github.com/acemq/acemq/internal/wire"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/acemq/acemq/internal/wire"
 	"maps"
+	"slices"
+
+	"github.com/acemq/acemq/internal/wire"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -105,21 +107,24 @@ var quorumOnly = []string{"x-queue-type", "x-delivery-limit", "x-dead-letter-str
 // arguments, then with none. The broker checks x-queue-type, so a probe
 // succeeds only against a classic queue, and then changes nothing.
 func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
-	rest := amqp.Table{}
+	same := make(map[string]any, len(q.Args))
 	for k, v := range q.Args {
-		rest[k] = v
-	}
-	for _, k := range quorumOnly {
-		delete(rest, k)
-	}
-	rest, _ = wire.ToTable(rest)
-	for _, args := range []amqp.Table{rest, nil} {
-		if args == nil {
-			args = amqp.Table{}
+		if !slices.Contains(quorumOnly, k) {
+			same[k] = v
 		}
-		args["x-queue-type"] = amqp.QueueTypeClassic
+	}
+	probes := []map[string]any{same}
+	if len(same) > 0 {
+		probes = append(probes, nil)
+	}
+	for _, args := range probes {
+		table, _ := wire.ToTable(args) // q.Args passed validate
+		if table == nil {
+			table = amqp.Table{}
+		}
+		table["x-queue-type"] = amqp.QueueTypeClassic
 		err := t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
-			_, err := ch.QueueDeclare(q.Name, true, false, false, false, args)
+			_, err := ch.QueueDeclare(q.Name, true, false, false, false, table)
 			return err
 		})
 		if err == nil {
