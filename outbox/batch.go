@@ -134,13 +134,16 @@ func (r *Relay) claim(ctx context.Context) ([]row, error) {
 // handed back and sent again. Then the batch is settled on a context of its
 // own.
 func (r *Relay) relayBatch(ctx context.Context) (int, error) {
+	// The lease runs from the claim statement, so the publishes' half of it
+	// is counted from before the claim, however long the claim takes.
+	start := time.Now()
 	rows, err := r.claim(ctx)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}
 	// Publishes give up at half the lease, so no other relay can claim a
 	// row while this one may still send it.
-	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.lease/2)
+	pubCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), start.Add(r.cfg.lease/2))
 	defer cancel()
 	pubCtx, abandon := context.WithCancelCause(pubCtx)
 	defer abandon(nil)
@@ -192,16 +195,17 @@ func (r *Relay) dispatch(b *batch, indices []int, window int) {
 	sem := make(chan struct{}, window)
 	var wg sync.WaitGroup
 	for _, i := range indices {
-		if err := stopped(b.ctx, b.pubCtx); err != nil {
-			b.errs[i] = notSent(err)
-			continue
-		}
+		took := false
 		select {
 		case sem <- struct{}{}:
+			took = true
 		case <-b.ctx.Done():
 		case <-b.pubCtx.Done():
 		}
 		if err := stopped(b.ctx, b.pubCtx); err != nil {
+			if took {
+				<-sem
+			}
 			b.errs[i] = notSent(err)
 			continue
 		}

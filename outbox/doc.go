@@ -29,10 +29,11 @@
 // back byte for byte, as from a direct publish.
 //
 // Send checks what the database or the broker would refuse before it
-// touches the transaction (NUL bytes and invalid UTF-8 in text columns,
-// AMQP short strings over 255 bytes, At after the year 9999): such a
-// message fails with an error wrapping [ErrInvalid] and the caller's
-// transaction stays usable.
+// touches the transaction: NUL bytes and invalid UTF-8 in text columns and
+// At after the year 9999 fail with an error wrapping [ErrInvalid]; AMQP
+// short strings over 255 bytes and header values AMQP cannot carry fail
+// with the Conn's own envelope error, as a direct Send would. Either way
+// the caller's transaction stays usable.
 //
 // # Scheduling
 //

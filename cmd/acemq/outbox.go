@@ -113,10 +113,7 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMESSAGE ID\tEXCHANGE\tROUTING KEY\tATTEMPTS\tDIED\tLAST ERROR")
 	for _, r := range rows {
-		last := r.LastError
-		if len(last) > maxErrorShown {
-			last = strings.ToValidUTF8(last[:maxErrorShown], "") + "..."
-		}
+		last := clip(r.LastError, maxErrorShown)
 		fmt.Fprintf(tw, "%d\t%q\t%q\t%q\t%d\t%s\t%q\n", r.ID, r.MessageID, r.Exchange, r.RoutingKey, r.Attempts,
 			r.Died.Format(time.RFC3339), last)
 	}
