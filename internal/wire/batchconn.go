@@ -74,7 +74,7 @@ func (b *batchConn) flush() {
 	defer b.mu.Unlock()
 	for len(b.pending) > 0 && b.err == nil {
 		buf := b.pending
-		b.pending = b.spare[:0]
+		b.pending, b.spare = b.spare[:0], nil // pending owns the spare now
 		b.mu.Unlock()
 		_, err := b.Conn.Write(buf)
 		b.mu.Lock()

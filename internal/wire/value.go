@@ -52,13 +52,13 @@ func CheckHeaders(h map[string]any, max int) error {
 // CheckValue reports why v, found at nesting depth (0 for a header's own
 // value), cannot travel in an AMQP table, or nil when it can.
 func CheckValue(v any, depth int) error {
-	if depth > MaxDepth {
-		return fmt.Errorf("nested deeper than %d levels", MaxDepth)
-	}
 	switch x := v.(type) {
 	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time, Decimal:
 		return nil
 	case []any:
+		if depth >= MaxDepth { // amqp091 reads a container here at depth+1
+			return fmt.Errorf("nested deeper than %d levels", MaxDepth)
+		}
 		if len(x) > MaxEntries {
 			return fmt.Errorf("an array of %d elements, more than the %d an AMQP reader accepts", len(x), MaxEntries)
 		}
@@ -69,6 +69,9 @@ func CheckValue(v any, depth int) error {
 		}
 		return nil
 	case map[string]any:
+		if depth >= MaxDepth {
+			return fmt.Errorf("nested deeper than %d levels", MaxDepth)
+		}
 		if len(x) > MaxEntries {
 			return fmt.Errorf("a table of %d entries, more than the %d an AMQP reader accepts", len(x), MaxEntries)
 		}
@@ -172,6 +175,9 @@ func toField(v any) any {
 		return out
 	case []byte:
 		return bytes.Clone(x)
+	case int:
+		// amqp091 writes an int as a 32-bit field, cutting what is larger.
+		return int64(x)
 	}
 	return v
 }
