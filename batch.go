@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,12 @@ func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []Publi
 	}
 	start := nowNano() // every body is encoded: the publish clock starts here
 	if bp, ok := c.t.(transport.BatchPublisher); ok {
-		for j, err := range bp.PublishBatch(ctx, wire) {
+		errs := bp.PublishBatch(ctx, wire)
+		for j := range wire {
+			err := fmt.Errorf("acemq: the transport answered %d of a batch of %d: the rest were not confirmed", len(errs), len(wire))
+			if len(errs) == len(wire) {
+				err = errs[j]
+			}
 			results[idx[j]].Err = c.published(ctx, wire[j], start, err)
 		}
 		return

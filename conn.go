@@ -126,9 +126,9 @@ func (c *Conn) relocate(ctx context.Context, msg transport.Message, from *transp
 }
 
 // send renders and publishes m, recording the publish metrics with the
-// clock started at start; moved is render's.
-func (c *Conn) send(ctx context.Context, m RawMessage, start int64, moved bool) error {
-	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, moved), start)
+// clock started at start, as a fresh message (no Error).
+func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
+	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false), start)
 }
 
 // publish puts msg on the transport, confirmed, and records the publish

@@ -26,9 +26,6 @@ type engine struct {
 	cfg    consumerConfig
 	policy RetryPolicy
 	tiers  []time.Duration
-	// declareErr is what declaring the topology met, for Run to report when
-	// the constructor could not return it (NewRouter).
-	declareErr error
 
 	running      atomic.Bool
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
@@ -78,8 +75,9 @@ func (r *typedRoute[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panic
 }
 
 // newEngine applies opts and, unless NoDeclare, declares the queue's
-// topology, with DeclareContext's ctx or within declareTimeout. A configuration error is returned; a declaration error too,
-// and kept in declareErr.
+// topology, with DeclareContext's ctx or within declareTimeout. A
+// configuration or declaration error is returned (with the engine, which
+// NewRouter keeps so that Run reports the error).
 func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, error) {
 	if c == nil {
 		return nil, fmt.Errorf("acemq: the %s was given a nil Conn", who)
@@ -116,8 +114,7 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 			defer cancel()
 		}
 		if err := c.t.Declare(ctx, e.topology()...); err != nil {
-			e.declareErr = wrapf("declaring the queues of %s %q: %w", who, queue, err)
-			return e, e.declareErr
+			return e, wrapf("declaring the queues of %s %q: %w", who, queue, err)
 		}
 	}
 	return e, nil
@@ -205,9 +202,6 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 		return fmt.Errorf("acemq: the %s of %q is already running", e.who, e.queue)
 	}
 	defer e.running.Store(false)
-	if e.declareErr != nil {
-		return e.declareErr
-	}
 	if setup != nil {
 		if err := setup(); err != nil {
 			return err

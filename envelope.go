@@ -26,7 +26,7 @@ type Envelope struct {
 	CorrelationID string         // the conversation this message belongs to; AMQP correlation-id
 	CausationID   string         // the ID of the message that caused this one
 	Attempt       int            // 1 on the first delivery
-	FirstSeen     time.Time      // UTC, whole seconds, set once when first published; AMQP timestamp
+	FirstSeen     time.Time      // UTC, set once when first published; AMQP timestamp, so whole seconds (a v1 header kept finer)
 	Origin        string         // who published it first, <executable>@<hostname> by default; AMQP app-id
 	Error         string         // the last failure's reason (retries, dead letters, parked)
 	ReplyTo       string         // where a reply goes; AMQP reply-to

@@ -72,7 +72,8 @@ type PublishResult struct {
 // interceptors left unrenderable (an empty ID, a Version or Attempt below 1,
 // a field longer than its AMQP property's 255 bytes) or a header value AMQP
 // cannot carry fails with the reason before anything is sent. Otherwise the
-// error wraps ErrUnroutable, ErrNacked, ErrClosed or is ctx's error. A
+// error wraps ErrUnroutable, ErrNacked, ErrClosed or, when ctx ended, ctx's
+// error (errors.Is holds), naming the message and its destination. A
 // message that was not confirmed is never reported as sent.
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
 	_, err := p.send(ctx, v, opts)
@@ -91,7 +92,7 @@ func (p *Publisher[T]) send(ctx context.Context, v T, opts []SendOption) (string
 	if err != nil {
 		return idOf(m), err
 	}
-	return m.Envelope.ID, p.conn.send(ctx, m, nowNano(), false)
+	return m.Envelope.ID, p.conn.send(ctx, m, nowNano())
 }
 
 func idOf(m RawMessage) string {

@@ -8,7 +8,8 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// Request sends m as PublishRaw does (the publish chain does not run: use
+// Request sends m as PublishRaw does, but as a fresh message: an
+// Envelope.Error is not written (the publish chain does not run either: use
 // Publisher.Prepare first for that), asking for a reply through the
 // transport's direct reply-to, and waits until a reply whose CorrelationID
 // is m's ID arrives or ctx ends. The reply's body is decoded into reply, a
