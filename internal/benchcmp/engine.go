@@ -34,14 +34,14 @@ func acemqSend(g int) scenarioFunc {
 		ctx := context.Background()
 		v := e.payload
 		var next atomic.Int64
-		var first atomic.Value
+		var first firstErr
 		var wg sync.WaitGroup
 		a := e.meter.sample()
 		for range g {
 			wg.Go(func() {
 				for next.Add(1) <= int64(e.n) {
 					if err := pub.Send(ctx, v); err != nil {
-						first.CompareAndSwap(nil, err)
+						first.set(err)
 						return
 					}
 				}
@@ -49,7 +49,7 @@ func acemqSend(g int) scenarioFunc {
 		}
 		wg.Wait()
 		b := e.meter.sample()
-		if err, _ := first.Load().(error); err != nil {
+		if err := first.err; err != nil {
 			return measurement{}, err
 		}
 		return between(a, b, e.n), nil
@@ -98,7 +98,7 @@ func acemqConsume(concurrency, prefetch int) scenarioFunc {
 				close(done)
 			}
 			return acemq.Done()
-		}, acemq.Concurrency(concurrency), acemq.Prefetch(prefetch), acemq.NoDeclare())
+		}, acemq.Concurrency(concurrency), acemq.Prefetch(prefetch))
 		if err != nil {
 			return measurement{}, err
 		}
@@ -147,7 +147,7 @@ func acemqLatency(rate int) scenarioFunc {
 				close(done)
 			}
 			return acemq.Done()
-		}, acemq.Concurrency(8), acemq.Prefetch(500), acemq.NoDeclare())
+		}, acemq.Concurrency(8), acemq.Prefetch(500))
 		if err != nil {
 			return measurement{}, err
 		}
@@ -157,7 +157,7 @@ func acemqLatency(rate int) scenarioFunc {
 		go func() { runErr <- cons.Run(ctx) }()
 		pub := acemq.NewPublisher[payload](c, "", q)
 		interval := time.Second / time.Duration(rate)
-		var first atomic.Value
+		var first firstErr
 		var wg sync.WaitGroup
 		a := e.meter.sample()
 		base := time.Since(start)
@@ -170,12 +170,12 @@ func acemqLatency(rate int) scenarioFunc {
 			v.Seq, v.At = int64(i), int64(due)
 			wg.Go(func() {
 				if err := pub.Send(ctx, v); err != nil {
-					first.CompareAndSwap(nil, err)
+					first.set(err)
 				}
 			})
 		}
 		wg.Wait()
-		if err, _ := first.Load().(error); err != nil {
+		if err := first.err; err != nil {
 			return measurement{}, err
 		}
 		select {

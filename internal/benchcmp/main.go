@@ -29,6 +29,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -189,9 +190,16 @@ func (e *env) once(s *scenario) (measurement, error) {
 		return measurement{}, err
 	}
 	defer func() {
-		if c, err := e.admin.Channel(); err == nil {
-			_, _ = c.QueueDelete(q, false, false, false)
-			_ = c.Close()
+		// The queue and the ladder an acemq consumer of it declares.
+		names := []string{q, acemq.DeadLetterQueue(q), acemq.ParkingQueue(q)}
+		for _, d := range acemq.DefaultRetryPolicy().Delays {
+			names = append(names, acemq.RetryQueue(q, d))
+		}
+		for _, name := range names {
+			if c, err := e.admin.Channel(); err == nil {
+				_, _ = c.QueueDelete(name, false, false, false) // a missing one closes c
+				_ = c.Close()
+			}
 		}
 	}()
 	runtime.GC()
@@ -332,3 +340,13 @@ func report(out *os.File, all, chosen []*scenario) {
 	}
 	_ = w.Flush()
 }
+
+// firstErr keeps the first error set on it, from any goroutine; read err
+// once they have all ended. (atomic.Value would panic on a second error of
+// another concrete type.)
+type firstErr struct {
+	once sync.Once
+	err  error
+}
+
+func (f *firstErr) set(err error) { f.once.Do(func() { f.err = err }) }

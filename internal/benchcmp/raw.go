@@ -254,7 +254,7 @@ func rawLatency(rate int) scenarioFunc {
 		}()
 		ctx := context.Background()
 		interval := time.Second / time.Duration(rate)
-		var first atomic.Value
+		var first firstErr
 		var wg sync.WaitGroup
 		a := e.meter.sample()
 		base := time.Since(start)
@@ -276,12 +276,12 @@ func rawLatency(rate int) scenarioFunc {
 					}
 				}
 				if err != nil {
-					first.CompareAndSwap(nil, err)
+					first.set(err)
 				}
 			})
 		}
 		wg.Wait()
-		if err, _ := first.Load().(error); err != nil {
+		if err := first.err; err != nil {
 			return measurement{}, err
 		}
 		select {
