@@ -39,6 +39,9 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 		return fmt.Errorf("acemq: queue %q: argument %s is %v (%T), want %s", q.Name, arg, v, v, want)
 	}
 	for k, v := range q.Args {
+		if err := wire.CheckValue(v, 0); err != nil { // as RabbitMQ's transport refuses it
+			return d, fmt.Errorf("acemq: queue %q: argument %s: %w", q.Name, k, err)
+		}
 		d.args[k] = v
 		switch k {
 		case "x-message-ttl":

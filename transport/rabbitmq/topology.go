@@ -146,8 +146,10 @@ func validate(it transport.Topology) error {
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
 		}
-		if _, err := wire.ToTable(v.Args); err != nil {
-			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
+		for k, a := range v.Args {
+			if err := wire.CheckValue(a, 0); err != nil {
+				return fmt.Errorf("acemq: rabbitmq declare queue %q: argument %s: %w", v.Name, k, err)
+			}
 		}
 	case transport.Binding:
 		if v.Queue == "" {
