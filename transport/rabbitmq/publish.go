@@ -122,6 +122,12 @@ func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []
 			errs[i] = errClosed("publish")
 			continue
 		}
+		if ctx.Err() != nil {
+			// Ended: build and queue nothing more (a free window slot
+			// could otherwise win the race with ctx.Done in enqueue).
+			errs[i] = ctxError("publish", ctx)
+			continue
+		}
 		req, err := newPubReq(ctx, m, true)
 		if err == nil {
 			err = t.enqueue(ctx, t.reqs, req)
