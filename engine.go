@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -353,7 +354,7 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 		}
 	}
 	if perr != nil {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + strings.TrimPrefix(perr.Error(), "acemq: "), original: true}, -1)
+		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}, -1)
 		return
 	}
 	if len(d.Body) > e.cfg.maxBody {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -86,7 +87,7 @@ func (c *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		sleepCtx(ctx, pause)
 		_ = d.Nack(true)
 		s.Outcome = ""
-		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, strings.TrimPrefix(err.Error(), "acemq: "))
+		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, errtext.Bare(err))
 		c.runCallbacks(ctx, ds, s, false)
 		return
 	}

@@ -28,6 +28,12 @@ func Clean(s string) string {
 	return Prefix + s
 }
 
+// Bare is err's text without any acemq prefix, for a reason that quotes
+// an error inside a sentence of its own.
+func Bare(err error) string {
+	return strings.TrimPrefix(Clean(err.Error()), Prefix)
+}
+
 type prefixed struct {
 	text string
 	err  error
