@@ -71,6 +71,10 @@ type Queue = transport.Queue
 // Binding routes an exchange's messages with a routing key to a queue.
 type Binding = transport.Binding
 
+// ExchangeBinding routes an exchange's messages with a routing key to
+// another exchange.
+type ExchangeBinding = transport.ExchangeBinding
+
 // RawMessage is a message ready for the wire: an envelope and an encoded
 // body. Conn.PublishRaw sends one without running the publish chain.
 type RawMessage struct {

@@ -47,6 +47,9 @@ var (
 	ErrTopologyConflict = errors.New("acemq: the declaration conflicts with the broker's")
 	// ErrNotFound reports a queue or exchange that does not exist.
 	ErrNotFound = errors.New("acemq: not found")
+	// ErrLocked reports a lease (see [Leaser]) that another connection
+	// holds.
+	ErrLocked = errors.New("acemq: held by another connection")
 )
 
 // DirectReplyTo is the pseudo-queue a request names in ReplyTo to receive its
@@ -114,11 +117,14 @@ func (d Delivery) Nack(requeue bool) error {
 // Topology is something Declare creates: an Exchange, a Queue or a Binding.
 type Topology interface{ isTopology() }
 
-// Exchange is a durable exchange. Kind is "direct", "topic", "fanout" or
-// "headers"; empty means "direct".
+// Exchange is a durable exchange. Kind is "direct", "topic", "fanout",
+// "headers" or "x-consistent-hash" (RabbitMQ's shipped plugin
+// rabbitmq_consistent_hash_exchange); empty means "direct". Args are the
+// broker arguments ("hash-header" for x-consistent-hash, say).
 type Exchange struct {
 	Name string
 	Kind string
+	Args map[string]any
 }
 
 // Queue is a durable queue. Quorum makes it a quorum queue; Args are the
@@ -137,9 +143,18 @@ type Binding struct {
 	Queue    string
 }
 
-func (Exchange) isTopology() {}
-func (Queue) isTopology()    {}
-func (Binding) isTopology()  {}
+// ExchangeBinding routes Source's messages with routing key Key to the
+// exchange Destination (an exchange-to-exchange binding).
+type ExchangeBinding struct {
+	Source      string
+	Key         string
+	Destination string
+}
+
+func (Exchange) isTopology()        {}
+func (Queue) isTopology()           {}
+func (Binding) isTopology()         {}
+func (ExchangeBinding) isTopology() {}
 
 // QueueInfo is what a passive look at a queue tells.
 type QueueInfo struct {
@@ -181,6 +196,11 @@ type Transport interface {
 	// error.
 	DeleteQueue(ctx context.Context, queue string) error
 
+	// DeleteExchange deletes an exchange and its bindings; a missing
+	// exchange is not an error. The transport stops declaring it again
+	// after a reconnect, as DeleteQueue does for a queue.
+	DeleteExchange(ctx context.Context, exchange string) error
+
 	// Health returns nil when the transport is connected and every running
 	// consumer is consuming, otherwise an error saying what is down and since
 	// when.
@@ -204,4 +224,57 @@ type BatchPublisher interface {
 	// returned for it. When ctx ends, the messages not yet confirmed fail
 	// with ctx's error.
 	PublishBatch(ctx context.Context, ms []Message) []error
+}
+
+// Leaser is what a Transport adds to hold leases that the broker ends
+// together with the connection that holds them: on RabbitMQ an exclusive
+// queue, which a second connection cannot declare (405 RESOURCE_LOCKED) and
+// which the broker deletes when its connection dies. Ordered consumers
+// spread their partitions over instances with them.
+type Leaser interface {
+	// Lease takes the lease name on the transport's current connection, or
+	// fails with an error wrapping ErrLocked when another connection holds
+	// it. A lease is never taken again by itself after a reconnect: the
+	// holder learns from Lost that it is gone and decides.
+	Lease(ctx context.Context, name string) (Lease, error)
+}
+
+// Lease is one lease a Leaser took.
+type Lease interface {
+	// Lost is closed once the lease has ended without Release: its
+	// connection is gone, and another connection may take it.
+	Lost() <-chan struct{}
+	// Release gives the lease up. It is idempotent.
+	Release(ctx context.Context) error
+}
+
+// HandOverConsumer is what a Transport adds to consume a queue declared
+// with x-single-active-consumer so that it can be handed to another
+// consumer without two of them ever holding messages of it at once.
+type HandOverConsumer interface {
+	// ConsumeHandOver is Consume, but when ctx ends it hands out nothing
+	// more and waits until every delivery it handed out has been acked,
+	// nacked or given up with Delivery.Release (or its channel is gone);
+	// then it ends the subscription by closing the channel, without a
+	// cancel first, so that the broker puts every unsettled message back in
+	// queue order before it makes the next consumer the active one.
+	ConsumeHandOver(ctx context.Context, queue string, prefetch int, handle func(Delivery)) error
+}
+
+// Releaser is what an Acknowledger of a HandOverConsumer adds: Release
+// counts a delivery as settled for the transport's waiting but sends the
+// broker nothing, leaving the message to come back when the channel closes.
+type Releaser interface {
+	Release(tag uint64) error
+}
+
+// Release gives a delivery of ConsumeHandOver up unsettled; see [Releaser].
+// On a delivery whose acknowledger cannot release it does nothing and
+// reports an error.
+func (d Delivery) Release() error {
+	r, ok := d.Acker.(Releaser)
+	if !ok {
+		return errors.New("acemq: the delivery cannot be released (not from ConsumeHandOver)")
+	}
+	return r.Release(d.Tag)
 }

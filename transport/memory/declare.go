@@ -309,3 +309,22 @@ func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
 	q.consumers = nil
 	return nil
 }
+
+// DeleteExchange deletes exchange and its bindings. A missing exchange is
+// not an error; the default exchange and the amq.* ones cannot be deleted.
+func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if exchange == "" || strings.HasPrefix(exchange, "amq.") {
+		return fmt.Errorf("acemq: memory delete exchange %q: a predeclared exchange cannot be deleted", exchange)
+	}
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.closed {
+		return closedError(fmt.Sprintf("delete exchange %q", exchange))
+	}
+	delete(b.exchanges, exchange)
+	return nil
+}

@@ -308,3 +308,46 @@ func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
 	}
 	return err
 }
+
+// DeleteExchange deletes exchange and its bindings, and forgets it so it is
+// not declared again after a reconnection. A missing exchange is not an
+// error.
+func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
+	err := t.withChannel(ctx, fmt.Sprintf("delete exchange %q", exchange), func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDelete(exchange, false, false); err != nil && amqpCode(err) != amqp.NotFound {
+			return classify("delete", "exchange", exchange, err)
+		}
+		return nil
+	})
+	if err == nil {
+		t.forgetExchange(exchange)
+	}
+	return err
+}
+
+// forgetExchange drops a deleted exchange and the bindings from or to it
+// from the remembered topology.
+func (t *Transport) forgetExchange(exchange string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.topo[:0]
+	for _, it := range t.topo {
+		switch v := it.(type) {
+		case transport.Exchange:
+			if v.Name == exchange {
+				continue
+			}
+		case transport.Binding:
+			if v.Exchange == exchange {
+				continue
+			}
+		case transport.ExchangeBinding:
+			if v.Source == exchange || v.Destination == exchange {
+				continue
+			}
+		}
+		kept = append(kept, it)
+	}
+	clear(t.topo[len(kept):])
+	t.topo = kept
+}
