@@ -40,6 +40,7 @@ var commands = []command{
 	{"peek", "QUEUE [-n N] [-body BYTES]", "show the envelopes of the first N messages; nothing is consumed", runPeek},
 	{"replay", "FROM TO [-limit N] [-type T] [-rate R]", "move messages from FROM (a .dlq or .parked) back to TO", runReplay},
 	{"outbox", "dead|replay [ID...|-all] -db URL [-table T]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
+	{"saga", "show NAME ID | list NAME [-open] [-limit N]  -db URL", "show a saga instance's state, or list a saga's instances", runSaga},
 }
 
 // cli is one invocation: where output goes and the global settings, which
