@@ -112,8 +112,12 @@ func Example() {
 	placed := acemq.NewPublisher[OrderPlaced](mq, "", "checkout")
 	paid := acemq.NewPublisher[PaymentReceived](mq, "", "checkout")
 	for _, send := range []func() error{
-		func() error { return placed.Send(ctx, OrderPlaced{OrderID: "o-42", Cents: 4200}, acemq.MessageID("placed-42")) },
-		func() error { return placed.Send(ctx, OrderPlaced{OrderID: "o-42", Cents: 4200}, acemq.MessageID("placed-42")) },
+		func() error {
+			return placed.Send(ctx, OrderPlaced{OrderID: "o-42", Cents: 4200}, acemq.MessageID("placed-42"))
+		},
+		func() error {
+			return placed.Send(ctx, OrderPlaced{OrderID: "o-42", Cents: 4200}, acemq.MessageID("placed-42"))
+		},
 		func() error { return paid.Send(ctx, PaymentReceived{OrderID: "o-42"}, acemq.MessageID("paid-42")) },
 	} {
 		if err := send(); err != nil {
