@@ -226,3 +226,27 @@ func TestEachStepExactlyOnce(t *testing.T) {
 		assert.Zero(t, f.outboxIDs(t)["out-m-late"])
 	})
 }
+
+// TestTheOutboxsMeterProviderByDefault: without WithMeterProvider the
+// saga's instruments are created where the outbox's are.
+func TestTheOutboxsMeterProviderByDefault(t *testing.T) {
+	t.Parallel()
+	db := openSQLite(t)
+	mp, reader := meters(t)
+	ob, err := outbox.New(db, outbox.SQLite, outbox.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer ob.Close()
+	require.NoError(t, ob.Migrate(t.Context()))
+	s, err := saga.New[Checkout](ob, "metered")
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	h := saga.Handle(s, byCorrelationID[Event], func(context.Context, *saga.Instance[Checkout], *acemq.Message[Event]) error {
+		return nil
+	}, saga.Starts())
+	require.Equal(t, acemq.AckDone, h(t.Context(), message("m-1", "o-1", Event{})).Kind())
+	require.Equal(t, acemq.AckDone, h(t.Context(), message("m-1", "o-1", Event{})).Kind())
+	got := sagaReadings(t, reader, "metered")
+	assert.Equal(t, map[string]int64{saga.OutcomeCommitted: 1, saga.OutcomeDuplicate: 1, "open": 1}, got)
+	require.NoError(t, s.Close())
+	assert.NotContains(t, sagaReadings(t, reader, "metered"), "open", "Close unregistered the gauge")
+}
