@@ -31,12 +31,11 @@ func sagaInstances(t *testing.T, db *sql.DB, d outbox.Dialect) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = o.Close() })
-	suffix := strings.TrimPrefix(filepath.Base(t.TempDir()), "00")
-	in, err := outbox.NewInbox(db, d, outbox.Table("cli_inbox_"+suffix))
+	name := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+	in, err := outbox.NewInbox(db, d, outbox.Table(name+"_inbox"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("cli_%d", time.Now().UnixNano())
 	s, err := saga.New[Checkout](o, name, saga.WithInbox(in))
 	if err != nil {
 		t.Fatal(err)
