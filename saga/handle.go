@@ -70,14 +70,19 @@ type Step[S, T any] func(ctx context.Context, in *Instance[S], m *acemq.Message[
 //     with the reason; fix S and replay the parked message.
 //   - A database error is retried.
 //
-// A nil s, correlate or step makes every message retried with an error
-// saying which.
+// A nil s, correlate, step or option makes every message retried with an
+// error saying which.
 func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step Step[S, T], opts ...HandleOption) acemq.Handler[T] {
-	var cfg handleConfig
+	var (
+		cfg     handleConfig
+		nilOpts bool
+	)
 	for _, o := range opts {
-		if o != nil {
-			o.applyHandle(&cfg)
+		if o == nil {
+			nilOpts = true
+			continue
 		}
+		o.applyHandle(&cfg)
 	}
 	var bad error
 	switch {
@@ -87,6 +92,8 @@ func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step
 		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil correlate function", s.name)
 	case step == nil:
 		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil Step", s.name)
+	case nilOpts:
+		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil HandleOption", s.name)
 	}
 	return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
 		if bad != nil {

@@ -208,6 +208,7 @@ func TestHandleWithoutItsParts(t *testing.T) {
 		{"nil saga", saga.Handle[Checkout](nil, byCorrelationID[Event], step), "acemq: saga: Handle was given a nil *Saga"},
 		{"nil correlate", saga.Handle(f.saga, nil, step), "was given a nil correlate function"},
 		{"nil step", saga.Handle[Checkout, Event](f.saga, byCorrelationID[Event], nil), "was given a nil Step"},
+		{"nil option", saga.Handle(f.saga, byCorrelationID[Event], step, nil), "was given a nil HandleOption"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
