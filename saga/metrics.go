@@ -27,12 +27,17 @@ const (
 	MetricOpen = "acemq.saga.open"
 )
 
-// The outcomes of MetricSteps.
+// The outcomes of MetricSteps, the values of acemq.saga.outcome.
 const (
-	OutcomeCommitted       = "committed"
-	OutcomeDuplicate       = "duplicate"
+	// OutcomeCommitted is a step whose transaction committed.
+	OutcomeCommitted = "committed"
+	// OutcomeDuplicate is a message handled before: no step ran.
+	OutcomeDuplicate = "duplicate"
+	// OutcomeConflictRetried is a step rolled back by a version conflict.
 	OutcomeConflictRetried = "conflict_retried"
-	OutcomeFailed          = "failed"
+	// OutcomeFailed is a step that returned an error, or whose
+	// transaction the database failed.
+	OutcomeFailed = "failed"
 )
 
 const (
