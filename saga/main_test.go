@@ -31,7 +31,7 @@ var quiet = slog.New(slog.DiscardHandler)
 type database struct {
 	name    string
 	dialect outbox.Dialect
-	open    func(t *testing.T) *sql.DB
+	open    func(t testing.TB) *sql.DB
 }
 
 // databases are the dialects a test runs on: SQLite always, PostgreSQL
@@ -54,7 +54,7 @@ func eachDatabase(t *testing.T, fn func(t *testing.T, db *sql.DB, d outbox.Diale
 
 // openSQLite opens a database file in a temporary directory, as SQLite
 // with database/sql wants it: a busy timeout and one connection.
-func openSQLite(t *testing.T) *sql.DB {
+func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "saga.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
@@ -64,7 +64,7 @@ func openSQLite(t *testing.T) *sql.DB {
 	return db
 }
 
-func openPostgres(t *testing.T) *sql.DB {
+func openPostgres(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", acemqtest.Postgres(t))
 	require.NoError(t, err)
@@ -92,7 +92,7 @@ type fixture[S any] struct {
 	saga  *saga.Saga[S]
 }
 
-func newFixture[S any](t *testing.T, db *sql.DB, d outbox.Dialect, opts ...saga.Option) *fixture[S] {
+func newFixture[S any](t testing.TB, db *sql.DB, d outbox.Dialect, opts ...saga.Option) *fixture[S] {
 	t.Helper()
 	ctx := t.Context()
 	ob, err := outbox.New(db, d, outbox.Table(unique(t, "saga_outbox")))
@@ -116,7 +116,7 @@ func newFixture[S any](t *testing.T, db *sql.DB, d outbox.Dialect, opts ...saga.
 }
 
 // connect opens a Conn to url and closes it when the test ends.
-func connect(t *testing.T, url string, opts ...acemq.ConnOption) *acemq.Conn {
+func connect(t testing.TB, url string, opts ...acemq.ConnOption) *acemq.Conn {
 	t.Helper()
 	opts = append([]acemq.ConnOption{acemq.WithLogger(quiet)}, opts...)
 	c, err := acemq.Connect(t.Context(), url, opts...)
