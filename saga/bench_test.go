@@ -28,6 +28,7 @@ func BenchmarkStep(b *testing.B) {
 			mq := connect(b, acemqtest.Memory(b))
 			pub := outbox.NewPublisher[Notice](f.ob, mq, "", "notices")
 			ctx := context.Background()
+			seq := 0 // IDs stay unique when -count runs a sub-benchmark again
 
 			plain := unique(b, "plain")
 			_, err := db.ExecContext(ctx, "CREATE TABLE "+plain+" (id TEXT PRIMARY KEY, state TEXT NOT NULL)")
@@ -38,9 +39,9 @@ func BenchmarkStep(b *testing.B) {
 				insert = "INSERT INTO " + plain + " (id, state) VALUES ($1, $2)"
 			}
 			b.Run("plain", func(b *testing.B) {
-				i := 0
 				for b.Loop() {
-					i++
+					seq++
+					i := seq
 					tx, err := db.BeginTx(ctx, nil)
 					require.NoError(b, err)
 					id := fmt.Sprint("p-", i)
@@ -57,9 +58,9 @@ func BenchmarkStep(b *testing.B) {
 			}
 			h := saga.Handle(f.saga, byCorrelationID[Event], step, saga.Starts())
 			b.Run("new", func(b *testing.B) {
-				i := 0
 				for b.Loop() {
-					i++
+					seq++
+					i := seq
 					if ack := h(ctx, message(fmt.Sprint("n-", i), fmt.Sprint("s-", i), Event{Kind: "placed"})); ack.Kind() != acemq.AckDone {
 						b.Fatal(ack, ack.Err())
 					}
@@ -67,9 +68,9 @@ func BenchmarkStep(b *testing.B) {
 			})
 			require.Equal(b, acemq.AckDone, h(ctx, message("u-0", "updated", Event{Kind: "placed"})).Kind())
 			b.Run("update", func(b *testing.B) {
-				i := 0
 				for b.Loop() {
-					i++
+					seq++
+					i := seq
 					if ack := h(ctx, message(fmt.Sprint("u-", i), "updated", Event{Kind: "paid"})); ack.Kind() != acemq.AckDone {
 						b.Fatal(ack, ack.Err())
 					}
