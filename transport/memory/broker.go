@@ -80,7 +80,7 @@ type Broker struct {
 	queues    map[string]*queue
 	replies   map[string]*replyWaiter
 
-	dirty   []*queue // queues that took messages and must dispatch them
+	dirty   []*queue    // queues that took messages and must dispatch them
 	scratch []*queue    // routing targets of the publish in progress
 	seen    []*exchange // exchanges the routing in progress passed through
 	leases  map[string]*lease
