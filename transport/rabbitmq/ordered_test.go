@@ -167,13 +167,23 @@ func TestHandOverResumesAfterReconnect(t *testing.T) {
 			}
 		}
 	})
+	next := func() transport.Delivery {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(15 * time.Second):
+			t.Fatal("no delivery within 15s")
+			return transport.Delivery{}
+		}
+	}
 	var old []transport.Delivery
 	for range 3 {
-		old = append(old, <-got)
+		old = append(old, next())
 	}
 	p.cut()
 	for i := range 3 {
-		d := <-got
+		d := next()
 		if d.MessageID != fmt.Sprint(i) || !d.Redelivered {
 			t.Fatalf("after the cut got %q (redelivered %v); want %d redelivered", d.MessageID, d.Redelivered, i)
 		}
