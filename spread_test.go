@@ -181,6 +181,15 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 	return &spreadInstance{name: name, tr: tr, conn: c, sp: sp}
 }
 
+// sibling is a second instance on in's Conn: two consumers of one ordered
+// queue in one process share their connection.
+func (in *spreadInstance) sibling(t *testing.T, url, queue, name string) *spreadInstance {
+	t.Helper()
+	sp, err := acemq.NewSpreaderForTest(in.conn, queue, spreadPartitions, false, spreadPeriod(url))
+	require.NoError(t, err)
+	return &spreadInstance{name: name, tr: in.tr, conn: in.conn, sp: sp}
+}
+
 func (in *spreadInstance) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -350,6 +359,24 @@ func TestSpreadQuorumMembers(t *testing.T) {
 			in.start(t)
 		}
 		settle(t, url, insts)
+	})
+}
+
+// TestSpreadTwoOnOneConn: two spreaders of one queue on one Conn (whose
+// leases belong to one connection) take distinct slots.
+func TestSpreadTwoOnOneConn(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := spreadQueue(t, url)
+		a := newSpreadInstance(t, url, q, "a", nil, false)
+		b := a.sibling(t, url, q, "b")
+		c := newSpreadInstance(t, url, q, "c", nil, false)
+		for _, in := range []*spreadInstance{a, b, c} {
+			in.start(t)
+		}
+		settle(t, url, []*spreadInstance{a, b, c})
+		require.NoError(t, a.stop(t))
+		settle(t, url, []*spreadInstance{b, c})
 	})
 }
 
