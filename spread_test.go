@@ -82,14 +82,20 @@ var fakeRegistries sync.Map
 type fakeLeaser struct {
 	reg    *fakeLeases
 	closed bool // guarded by reg.mu
+
+	// failRelease makes the next Release fail as RabbitMQ's does when the
+	// delete does not get through: the connection keeps the lease without a
+	// Lease value, and a Lease of the name on it takes it again.
+	failRelease atomic.Bool
 }
 
 type fakeLease struct {
-	reg   *fakeLeases
-	owner *fakeLeaser
-	name  string
-	lost  chan struct{}
-	once  sync.Once
+	reg      *fakeLeases
+	owner    *fakeLeaser
+	name     string
+	lost     chan struct{}
+	once     sync.Once
+	orphaned bool // guarded by reg.mu: a Release failed, the name is still held
 }
 
 func (f *fakeLeaser) Lease(ctx context.Context, name string) (transport.Lease, error) {
@@ -101,7 +107,7 @@ func (f *fakeLeaser) Lease(ctx context.Context, name string) (transport.Lease, e
 	if f.closed {
 		return nil, fmt.Errorf("acemq: test lease %q: %w", name, transport.ErrClosed)
 	}
-	if _, ok := f.reg.taken[name]; ok {
+	if held, ok := f.reg.taken[name]; ok && !(held.owner == f && held.orphaned) {
 		return nil, fmt.Errorf("acemq: test lease %q: %w", name, transport.ErrLocked)
 	}
 	l := &fakeLease{reg: f.reg, owner: f, name: name, lost: make(chan struct{})}
@@ -130,6 +136,10 @@ func (l *fakeLease) Lost() <-chan struct{} { return l.lost }
 func (l *fakeLease) Release(context.Context) error {
 	l.reg.mu.Lock()
 	defer l.reg.mu.Unlock()
+	if l.reg.taken[l.name] == l && l.owner.failRelease.CompareAndSwap(true, false) {
+		l.orphaned = true
+		return fmt.Errorf("acemq: test release lease %q: the delete did not get through", l.name)
+	}
 	if l.reg.taken[l.name] == l {
 		delete(l.reg.taken, l.name)
 	}
@@ -457,6 +467,38 @@ func TestSpreadLostLeaseDropsEverything(t *testing.T) {
 	a.mu.Unlock()
 	require.NotEmpty(t, after)
 	assert.Empty(t, after[0], "the first change after the loss drops every partition; it was %v", after[0])
+}
+
+// TestSpreadReleasesASlotWhoseReleaseFailed: an instance that moved to a
+// lower slot but could not release the old one (its connection still holds
+// it) releases it at a later tick, so a newcomer can take it.
+func TestSpreadReleasesASlotWhoseReleaseFailed(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.Memory(t)
+	q := spreadQueue(t, url)
+	reg := &fakeLeases{taken: map[string]*fakeLease{}}
+	a := newSpreadInstance(t, url, q, "a", reg, false)
+	b := newSpreadInstance(t, url, q, "b", reg, false)
+	c := newSpreadInstance(t, url, q, "c", reg, false)
+	for _, in := range []*spreadInstance{a, b, c} {
+		in.start(t)
+	}
+	insts := []*spreadInstance{a, b, c}
+	settle(t, url, insts)
+	// The holder of slot 2 (partition 2) moves to slot 0 when the holder of
+	// slot 0 leaves, and fails to release slot 2.
+	holder := func(partition int) int {
+		return slices.IndexFunc(insts, func(in *spreadInstance) bool { return slices.Contains(in.sp.Held(), partition) })
+	}
+	leaver, mover := insts[holder(0)], insts[holder(2)]
+	stay := slices.DeleteFunc(slices.Clone(insts), func(in *spreadInstance) bool { return in == leaver })
+	mover.tr.leaser.(*fakeLeaser).failRelease.Store(true)
+	require.NoError(t, leaver.stop(t))
+	settle(t, url, stay)
+	require.False(t, mover.tr.leaser.(*fakeLeaser).failRelease.Load(), "%s did not release slot 2", mover.name)
+	d := newSpreadInstance(t, url, q, "d", reg, false)
+	d.start(t)
+	settle(t, url, append(stay, d))
 }
 
 // TestSpreadKeepsTheCountWhileInspectFails: while an instance cannot read
