@@ -42,8 +42,8 @@ func spreadPeriod(url string) time.Duration {
 }
 
 // spreadTransport is the transport an instance's Conn uses: the broker's
-// own, with its Leaser when it has one and a fakeLeaser otherwise, and an
-// Inspect that can be made to fail as it does while a node is down.
+// own, with its leases or a fakeLeaser's, and an Inspect that can be made
+// to fail as it does while a node is down.
 type spreadTransport struct {
 	transport.Transport
 	leaser      transport.Leaser
@@ -68,16 +68,12 @@ func (s *spreadTransport) Close() error {
 	return s.Transport.Close()
 }
 
-// fakeLeases is a lease registry shared by the fakeLeasers of one test: a
-// stand-in for the broker's exclusive queues where a transport has no
-// Leaser, and the way to lose a lease on purpose where it has one.
+// fakeLeases is a lease registry shared by the fakeLeasers of one test:
+// leases that a test can lose, or fail to release, on purpose.
 type fakeLeases struct {
 	mu    sync.Mutex
 	taken map[string]*fakeLease
 }
-
-// fakeRegistries holds the registry of each broker URL.
-var fakeRegistries sync.Map
 
 type fakeLeaser struct {
 	reg    *fakeLeases
@@ -162,8 +158,8 @@ type spreadInstance struct {
 	ended   bool    // onChange said nil
 }
 
-// newSpreadInstance connects a Conn to url for queue. With reg the
-// instance takes its leases from reg even when the transport has a Leaser.
+// newSpreadInstance connects a Conn to url for queue. It takes its leases
+// from reg when given, else from the transport.
 // A RabbitMQ instance dials with cfg when given.
 func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, quorum bool, cfg ...rabbitmq.Config) *spreadInstance {
 	t.Helper()
@@ -182,14 +178,12 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 		inner = r
 	}
 	tr := &spreadTransport{Transport: inner}
-	if l, ok := inner.(transport.Leaser); ok && reg == nil {
-		tr.leaser = l
-	} else {
-		if reg == nil { // one registry per broker, as the broker's own would be
-			r, _ := fakeRegistries.LoadOrStore(url, &fakeLeases{taken: map[string]*fakeLease{}})
-			reg = r.(*fakeLeases)
-		}
+	if reg != nil {
 		tr.leaser = &fakeLeaser{reg: reg}
+	} else {
+		l, ok := inner.(transport.Leaser)
+		require.True(t, ok, "%T is not a transport.Leaser", inner)
+		tr.leaser = l
 	}
 	c, err := acemq.Connect(ctx, url, acemq.WithTransport(tr), acemq.WithLogger(quiet))
 	require.NoError(t, err)
@@ -721,9 +715,6 @@ func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
 	q := spreadQueue(t, url)
 	p := newSpreadProxy(t, url)
 	a := newSpreadInstance(t, p.url, q, "a", nil, false, rabbitmq.Config{Heartbeat: time.Second, MaxBackoff: 500 * time.Millisecond})
-	if _, ok := a.tr.Transport.(transport.Leaser); !ok {
-		t.Skip("the rabbitmq transport has no Leaser yet: a connection's death cannot end a fake lease")
-	}
 	b := newSpreadInstance(t, url, q, "b", nil, false)
 	c := newSpreadInstance(t, url, q, "c", nil, false)
 	for _, in := range []*spreadInstance{a, b, c} {
