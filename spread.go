@@ -36,10 +36,13 @@ package acemq
 // partitions, with ⌊P/N⌋ or ⌈P/N⌉ in each. A join, a leave (run's ctx ends:
 // the spreader cancels its member subscription and releases its slot) or a
 // death (the broker drops the subscription and the slot together with the
-// connection; on RabbitMQ at once when the socket closes, within two
-// heartbeats when the peer vanishes) is seen by every other instance at its
-// next tick, so the spread settles within a tick or two of the broker
-// noticing.
+// connection: on RabbitMQ at once when the socket closes, as when a process
+// dies or a Conn closes; two to three heartbeat intervals after a peer goes
+// silent) is seen by every other instance at its next tick, so the spread
+// settles within a tick or two of the broker noticing. The broker noticing
+// is also the earliest a partition can change hands, since its
+// single-active-consumer queue keeps the dead subscription active until
+// then.
 //
 // # Why a wrong answer is never unsafe
 //
@@ -61,10 +64,20 @@ package acemq
 // spreader decides, so a reconnected instance never holds two slots. The
 // broker would let a connection declare its own exclusive queue again, so
 // both transports also refuse a lease they hold already: two spreaders of
-// one queue on one Conn never share a slot. The
-// transport declares {queue}.members again after a reconnect, and the
-// spreader declares it again when it finds it gone (deleted by hand); a
-// stale count in between only delays the spread.
+// one queue on one Conn never share a slot. The transport declares
+// {queue}.members again after a reconnect, and the spreader declares it
+// again when it finds it gone (deleted by hand); a stale count in between
+// only delays the spread.
+//
+// # What keeps it moving
+//
+// A tick waits for the broker at most four periods (at least 5 s) and ends
+// at once when the slot is lost, so a broker call that waits for a
+// reconnection never keeps run from dropping its partitions or from ending.
+// A slot whose Release failed, or whose Lease failed midway, may still be
+// held by this connection with no instance behind it; such a slot would
+// break the pigeonhole for everyone, so each tick takes it again (a
+// connection may take its own) and releases it.
 
 import (
 	"context"
