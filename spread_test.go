@@ -153,9 +153,10 @@ type spreadInstance struct {
 	done   chan error
 
 	mu      sync.Mutex
-	last    []int   // what onChange said last
-	history [][]int // everything onChange said
-	ended   bool    // onChange said nil
+	last    []int       // what onChange said last
+	history [][]int     // everything onChange said
+	at      []time.Time // when it said each
+	ended   bool        // onChange said nil
 }
 
 // newSpreadInstance connects a Conn to url for queue. It takes its leases
@@ -222,6 +223,7 @@ func (in *spreadInstance) onChange(held []int) {
 	defer in.mu.Unlock()
 	in.last = held
 	in.history = append(in.history, held)
+	in.at = append(in.at, time.Now())
 	if held == nil {
 		in.ended = true
 	}
@@ -734,18 +736,28 @@ func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
 		defer a.mu.Unlock()
 		return slices.ContainsFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })
 	}, spreadDeadline, time.Millisecond, "a never dropped its partitions after its connection was killed")
-	took := settle(t, url, []*spreadInstance{a, b, c})
-	t.Logf("connection killed: a dropped its partitions, came back, 3 balanced %v after the cut (with %v of steady state)",
-		time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+	a.mu.Lock()
+	dropped := a.at[seen+slices.IndexFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })]
+	a.mu.Unlock()
+	settle(t, url, []*spreadInstance{a, b, c})
+	t.Logf("connection killed: a dropped its partitions %v after the cut; 3 balanced again (and steady for 3 ticks) %v after it",
+		dropped.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	// Silent: only the heartbeats (1 s here) tell the broker a is gone.
+	a.mu.Lock()
+	seen = len(a.history)
+	a.mu.Unlock()
 	start = time.Now()
 	p.freeze()
-	took = settle(t, url, []*spreadInstance{b, c})
+	took := settle(t, url, []*spreadInstance{b, c})
 	t.Logf("connection silent: the other 2 balanced %v after it went silent", took.Round(time.Millisecond))
 	require.Eventually(t, func() bool { return len(a.sp.Held()) == 0 }, spreadDeadline, time.Millisecond,
 		"a kept its partitions after its connection went silent")
-	t.Logf("connection silent: a dropped its partitions %v after it went silent", time.Since(start).Round(time.Millisecond))
+	a.mu.Lock()
+	i := seen + slices.IndexFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })
+	dropped = a.at[i]
+	a.mu.Unlock()
+	t.Logf("connection silent: a dropped its partitions %v after it went silent", dropped.Sub(start).Round(time.Millisecond))
 
 	start = time.Now()
 	p.thaw()
