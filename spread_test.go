@@ -394,6 +394,32 @@ func TestSpreadTwoOnOneConn(t *testing.T) {
 	})
 }
 
+// TestSpreadRunRefuses: run ends with an error, and onChange(nil), on a
+// closed Conn and on a members queue that conflicts with the broker's.
+func TestSpreadRunRefuses(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		t.Run("closed Conn", func(t *testing.T) {
+			q := spreadQueue(t, url)
+			a := newSpreadInstance(t, url, q, "a", nil, false)
+			require.NoError(t, a.conn.Close())
+			a.start(t)
+			require.ErrorIs(t, a.wait(t), transport.ErrClosed)
+			assert.True(t, a.ended, "onChange(nil) before run returned")
+		})
+		t.Run("members queue of another kind", func(t *testing.T) {
+			q := spreadQueue(t, url)
+			a := newSpreadInstance(t, url, q, "a", nil, true)
+			require.NoError(t, a.conn.Declare(ctxT(t), acemq.Queue{Name: q + ".members"}))
+			a.start(t)
+			err := a.wait(t)
+			require.ErrorIs(t, err, transport.ErrTopologyConflict)
+			assert.Contains(t, err.Error(), q+".members")
+			assert.True(t, a.ended, "onChange(nil) before run returned")
+		})
+	})
+}
+
 // TestSpreadRebalancesOnDeathLeaveAndJoin runs 3 instances, closes one
 // Conn under its running spreader (a death without goodbye), ends another's
 // run (a leave), then starts two more, and times each rebalance.
