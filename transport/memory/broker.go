@@ -18,6 +18,27 @@
 // (amq.direct, amq.topic, amq.fanout and amq.headers exist from the start).
 // A headers exchange is accepted; since a Binding carries no arguments, it
 // routes to every bound queue, as RabbitMQ does for a binding without any.
+// Exchange-to-exchange bindings route on, an exchange reached twice routing
+// once, so a loop of them ends.
+//
+// An x-consistent-hash exchange works as RabbitMQ's
+// rabbitmq_consistent_hash_exchange plugin does: each bound queue or
+// exchange takes as many buckets as its binding key's weight (a positive
+// integer), in binding order, and a message goes to the bucket that jump
+// consistent hashing picks for the value of the header named by argument
+// hash-header (or of hash-property, or else of the routing key). The hash
+// of a value differs from the plugin's, so a key lands in another queue
+// than on RabbitMQ, but always in the same one. A message without the
+// header goes to the first bucket, the first queue bound; the plugin too
+// puts every such message in one bucket, one that depends on the number of
+// buckets.
+//
+// A queue with x-single-active-consumer true deals to its first consumer
+// only; when that one ends the next in subscription order takes over.
+// Inspect counts every consumer of such a classic queue but only the active
+// one of a quorum queue, as RabbitMQ 3.10 does. ConsumeHandOver and Lease
+// implement transport.HandOverConsumer and transport.Leaser: a lease
+// belongs to the client that took it and ends when that client closes.
 // Publishes are mandatory and confirmed at once. Queues are FIFO and honour
 // x-message-ttl, x-dead-letter-exchange, x-dead-letter-routing-key and, on
 // quorum queues, x-delivery-limit (20 when not given, as on RabbitMQ 4).
@@ -59,8 +80,10 @@ type Broker struct {
 	queues    map[string]*queue
 	replies   map[string]*replyWaiter
 
-	dirty   []*queue // queues that took messages and must dispatch them
-	scratch []*queue // routing targets of the publish in progress
+	dirty   []*queue    // queues that took messages and must dispatch them
+	scratch []*queue    // routing targets of the publish in progress
+	seen    []*exchange // exchanges the routing in progress passed through
+	leases  map[string]*lease
 	free    []*entry // recycled entries
 }
 
@@ -74,6 +97,7 @@ func NewBroker() *Broker {
 		exchanges: make(map[string]*exchange),
 		queues:    make(map[string]*queue),
 		replies:   make(map[string]*replyWaiter),
+		leases:    make(map[string]*lease),
 	}
 	for _, ex := range []struct{ name, kind string }{
 		{"amq.direct", kindDirect},
@@ -139,6 +163,7 @@ type entry struct {
 	redelivered bool      // it was handed out before and came back
 	returns     int       // how often it came back unsettled (quorum delivery count)
 	c           *consumer // the consumer it is handed out by; nil for Get
+	released    bool      // given up by a ConsumeHandOver's Release, not settled
 	expiredFrom []*queue  // queues it expired from since its last rejection
 }
 

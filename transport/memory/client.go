@@ -30,6 +30,16 @@ var _ transport.Transport = (*Transport)(nil)
 // acker settles a client's deliveries by tag.
 type acker struct{ t *Transport }
 
+// handOverAcker settles the deliveries of a ConsumeHandOver, which may also
+// be released.
+type handOverAcker struct{ *acker }
+
+var _ transport.Releaser = handOverAcker{}
+
+// Release gives up the delivery tagged tag unsettled: it counts as settled
+// for its ConsumeHandOver, and goes back to its queue when that ends.
+func (a handOverAcker) Release(tag uint64) error { return a.t.release(tag) }
+
 // Ack settles the delivery tagged tag as handled.
 func (a *acker) Ack(tag uint64) error { return a.t.settle(tag, settleAck) }
 
@@ -70,7 +80,7 @@ func (t *Transport) settle(tag uint64, how settlement) error {
 		return closedError(fmt.Sprintf("%s of delivery %d", how, tag))
 	}
 	e, ok := t.pending[tag]
-	if !ok {
+	if !ok || e.released {
 		return fmt.Errorf("acemq: %s of delivery %d: no such unsettled delivery on this memory client", how, tag)
 	}
 	delete(t.pending, tag)
@@ -97,6 +107,32 @@ func (t *Transport) settle(tag uint64, how settlement) error {
 	return nil
 }
 
+// release marks the delivery tagged tag released: settled for its consumer,
+// left for the consumer's end to put back.
+func (t *Transport) release(tag uint64) error {
+	b := t.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.closed {
+		return closedError(fmt.Sprintf("release of delivery %d", tag))
+	}
+	e, ok := t.pending[tag]
+	if !ok || e.released {
+		return fmt.Errorf("acemq: release of delivery %d: no such unsettled delivery on this memory client", tag)
+	}
+	c := e.c
+	if c == nil || !c.handOver {
+		return fmt.Errorf("acemq: release of delivery %d: it was not handed out by ConsumeHandOver", tag)
+	}
+	e.released = true
+	c.out--
+	c.released = append(c.released, tag)
+	if c.stopping {
+		c.wake()
+	}
+	return nil
+}
+
 // handOutLocked records e as handed out by c (nil for Get) under a new tag
 // and returns its delivery.
 func (t *Transport) handOutLocked(e *entry, c *consumer) transport.Delivery {
@@ -112,6 +148,9 @@ func (t *Transport) handOutLocked(e *entry, c *consumer) transport.Delivery {
 		Redelivered: e.redelivered,
 		Tag:         t.lastTag,
 		Acker:       t.acker,
+	}
+	if c != nil && c.handOver {
+		d.Acker = handOverAcker{t.acker}
 	}
 	if e.q.decl.quorum && e.returns > 0 {
 		h := make(map[string]any, len(d.Headers)+1)
@@ -174,6 +213,7 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	close(t.done)
+	t.endLeasesLocked()
 
 	// Put back what never reached the application first, newest first, so
 	// that after the handed-out ones go in front the queue order is kept.
@@ -189,12 +229,13 @@ func (t *Transport) Close() error {
 			e.q.ready.pushFront(e)
 			b.markDirtyLocked(e.q)
 		}
-		c.out = 0
+		c.out, c.released = 0, nil
 		c.end(gone)
 	}
 	tags := slices.SortedFunc(maps.Keys(t.pending), func(a, b uint64) int { return cmp.Compare(b, a) })
 	for _, tag := range tags {
 		e := t.pending[tag]
+		e.released = false
 		e.q.requeueLocked(e)
 	}
 	clear(t.pending)

@@ -21,12 +21,15 @@ type consumer struct {
 	stopping bool          // its ctx ended: it takes nothing more
 	err      error         // why it ended early (client closed, queue deleted)
 
+	handOver bool     // a ConsumeHandOver: it keeps its place until it ends
+	released []uint64 // tags of its deliveries given up with Release
+
 	signal chan struct{} // buffered 1: something changed
 }
 
 // hasRoom reports whether c may be dealt one more entry.
 func (c *consumer) hasRoom() bool {
-	return c.prefetch <= 0 || c.inbox.len()+c.out < c.prefetch
+	return !c.stopping && (c.prefetch <= 0 || c.inbox.len()+c.out < c.prefetch)
 }
 
 // wake tells the Consume goroutine to look again, without blocking.
@@ -64,7 +67,8 @@ func (c *consumer) removeLocked() {
 // Consume hands queue's messages to handle, on the calling goroutine and in
 // the order the queue deals them, with at most prefetch (unlimited when
 // prefetch <= 0) handed out and unsettled. Several consumers of one queue
-// are dealt messages round-robin.
+// are dealt messages round-robin; on a queue with x-single-active-consumer
+// only the first of them is, until it ends.
 //
 // When ctx ends it takes nothing more, puts back what was dealt to it but not
 // handed out, and returns nil once every delivery it handed out is settled.
@@ -75,6 +79,23 @@ func (c *consumer) removeLocked() {
 // returns, once its deliveries are settled, an error wrapping
 // transport.ErrNotFound.
 func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	return t.consume(ctx, queue, prefetch, handle, false)
+}
+
+// ConsumeHandOver is Consume, made to hand a single-active-consumer queue
+// over in order; it implements transport.HandOverConsumer. When ctx ends it
+// hands out nothing more but stays the queue's active consumer until every
+// delivery it handed out is acked, nacked or given up with
+// transport.Delivery.Release. Then it puts the released deliveries back at
+// the head of the queue, marked redelivered, followed by what was dealt to
+// it but not handed out, all in their original order, and only then lets the
+// next consumer of the queue become the active one. A client that closes
+// meanwhile puts them back in the same order.
+func (t *Transport) ConsumeHandOver(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	return t.consume(ctx, queue, prefetch, handle, true)
+}
+
+func (t *Transport) consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery), handOver bool) error {
 	if handle == nil {
 		return fmt.Errorf("acemq: consume from queue %q: the handler is nil", queue)
 	}
@@ -93,7 +114,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, han
 		b.mu.Unlock()
 		return nil
 	}
-	c := &consumer{t: t, q: q, prefetch: prefetch, signal: make(chan struct{}, 1)}
+	c := &consumer{t: t, q: q, prefetch: prefetch, handOver: handOver, signal: make(chan struct{}, 1)}
 	q.consumers = append(q.consumers, c)
 	t.consumers[c] = struct{}{}
 	b.markDirtyLocked(q)
@@ -105,6 +126,7 @@ func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, han
 		if !finished { // handle panicked: let the others have the messages
 			b.mu.Lock()
 			c.stopLocked()
+			c.requeueReleasedLocked()
 			delete(t.consumers, c)
 			b.flushLocked()
 			b.mu.Unlock()
@@ -162,19 +184,46 @@ func (c *consumer) stopLocked() {
 	}
 }
 
+// requeueReleasedLocked puts the deliveries c released back at the head of
+// the queue, in the order they were handed out.
+func (c *consumer) requeueReleasedLocked() {
+	slices.Sort(c.released)
+	for _, tag := range slices.Backward(c.released) {
+		e, ok := c.t.pending[tag]
+		if !ok || !e.released {
+			continue
+		}
+		delete(c.t.pending, tag)
+		e.released = false
+		c.q.requeueLocked(e)
+	}
+	c.released = nil
+}
+
 // drain stops c and waits until every delivery it handed out is settled or
 // the client has closed. It returns nil when ctx ended, otherwise why c
-// ended.
+// ended. A hand-over consumer keeps its place in the queue's rotation, taking
+// nothing, until then; it leaves it after putting back what it released and
+// what it was dealt.
 func (c *consumer) drain(ctxEnded bool) error {
 	b := c.t.b
 	b.mu.Lock()
 	reason := c.err
-	c.stopLocked()
-	b.flushLocked()
+	if c.handOver {
+		c.stopping = true
+	} else {
+		c.stopLocked()
+		b.flushLocked()
+	}
 	for c.out > 0 && !c.t.closed {
 		b.mu.Unlock()
 		<-c.signal
 		b.mu.Lock()
+	}
+	if c.handOver && !c.t.closed {
+		c.stopLocked()
+		c.requeueReleasedLocked()
+		b.flushLocked()
 	}
 	delete(c.t.consumers, c)
 	b.mu.Unlock()

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -25,7 +26,8 @@ type queueDecl struct {
 	dlx           string
 	hasDLRK       bool
 	dlrk          string
-	deliveryLimit int // quorum only
+	deliveryLimit int  // quorum only
+	sac           bool // x-single-active-consumer
 }
 
 // defaultDeliveryLimit is what RabbitMQ 4 gives a quorum queue declared
@@ -71,6 +73,12 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 			if n < 0 {
 				d.deliveryLimit = math.MaxInt32 // unlimited, as -1 is on RabbitMQ 4
 			}
+		case "x-single-active-consumer":
+			on, ok := v.(bool)
+			if !ok {
+				return d, bad(k, v, "a bool")
+			}
+			d.sac = on
 		case "x-queue-type":
 			s, ok := v.(string)
 			if !ok || (s != "classic" && s != "quorum") {
@@ -163,6 +171,10 @@ func (t *Transport) Declare(ctx context.Context, topology ...transport.Topology)
 			err = b.bindLocked(v)
 		case *transport.Binding:
 			err = declarePtr(v, b.bindLocked)
+		case transport.ExchangeBinding:
+			err = b.bindExchangeLocked(v)
+		case *transport.ExchangeBinding:
+			err = declarePtr(v, b.bindExchangeLocked)
 		default:
 			err = fmt.Errorf("acemq: cannot declare %T", item)
 		}
@@ -188,20 +200,34 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 	switch {
 	case x.Name == "":
 		return fmt.Errorf("acemq: the default exchange cannot be declared")
-	case kind != kindDirect && kind != kindTopic && kind != kindFanout && kind != kindHeaders:
-		return fmt.Errorf("acemq: exchange %q has unknown kind %q (want direct, topic, fanout or headers)", x.Name, x.Kind)
+	case kind != kindDirect && kind != kindTopic && kind != kindFanout && kind != kindHeaders && kind != kindConsistentHash:
+		return fmt.Errorf("acemq: exchange %q has unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", x.Name, x.Kind)
+	}
+	for k, v := range x.Args {
+		if err := wire.CheckValue(v, 0); err != nil { // as RabbitMQ's transport refuses it
+			return fmt.Errorf("acemq: exchange %q: argument %s: %w", x.Name, k, err)
+		}
+	}
+	var hash hashOn
+	if kind == kindConsistentHash {
+		var err error
+		if hash, err = parseHashArgs(x.Name, x.Args); err != nil {
+			return err
+		}
 	}
 	if old, ok := b.exchanges[x.Name]; ok {
 		if old.kind != kind {
 			return errorf(transport.ErrTopologyConflict,
 				"acemq: exchange %q already exists as kind %s, not %s", x.Name, old.kind, kind)
 		}
+		// As on RabbitMQ 3.10, which compares only alternate-exchange, other
+		// arguments do not conflict: the first declaration's stand.
 		return nil
 	}
 	if strings.HasPrefix(x.Name, "amq.") {
 		return fmt.Errorf("acemq: exchange name %q is reserved: the amq. prefix belongs to the broker", x.Name)
 	}
-	b.exchanges[x.Name] = &exchange{name: x.Name, kind: kind}
+	b.exchanges[x.Name] = &exchange{name: x.Name, kind: kind, args: maps.Clone(x.Args), hash: hash}
 	return nil
 }
 
@@ -215,6 +241,9 @@ func (b *Broker) declareQueueLocked(x transport.Queue) error {
 	d, err := parseQueue(x)
 	if err != nil {
 		return err
+	}
+	if _, ok := b.leases[x.Name]; ok {
+		return errorf(transport.ErrLocked, "acemq: queue %q is held as a lease by a client", x.Name)
 	}
 	if old, ok := b.queues[x.Name]; ok {
 		if d.quorum && !old.decl.quorum {
@@ -243,13 +272,53 @@ func (b *Broker) bindLocked(x transport.Binding) error {
 	if !ok {
 		return errorf(transport.ErrNotFound, "acemq: binding to exchange %q: no queue named %q", x.Exchange, x.Queue)
 	}
-	for _, bd := range ex.bindings {
-		if bd.q == q && bd.key == x.Key {
-			return nil
+	return ex.addLocked(binding{key: x.Key, q: q})
+}
+
+// bindExchangeLocked binds exchange Destination to exchange Source.
+func (b *Broker) bindExchangeLocked(x transport.ExchangeBinding) error {
+	if x.Source == "" || x.Destination == "" {
+		return fmt.Errorf("acemq: binding exchange %q to exchange %q: the default exchange cannot be bound", x.Destination, x.Source)
+	}
+	src, ok := b.exchanges[x.Source]
+	if !ok {
+		return errorf(transport.ErrNotFound, "acemq: binding exchange %q: no source exchange named %q", x.Destination, x.Source)
+	}
+	dst, ok := b.exchanges[x.Destination]
+	if !ok {
+		return errorf(transport.ErrNotFound, "acemq: binding to exchange %q: no destination exchange named %q", x.Source, x.Destination)
+	}
+	return src.addLocked(binding{key: x.Key, x: dst})
+}
+
+// addLocked adds bd to ex unless it is there already; a consistent-hash
+// exchange takes only a weight as the key.
+func (ex *exchange) addLocked(bd binding) error {
+	if ex.kind == kindConsistentHash {
+		if _, err := parseWeight(ex.name, bd.key); err != nil {
+			return err
 		}
 	}
-	ex.bindings = append(ex.bindings, binding{key: x.Key, q: q})
+	if slices.Contains(ex.bindings, bd) {
+		return nil
+	}
+	ex.bindings = append(ex.bindings, bd)
+	ex.ring = nil
 	return nil
+}
+
+// unbindLocked drops every binding to queue q or exchange x from every
+// exchange.
+func (b *Broker) unbindLocked(q *queue, x *exchange) {
+	for _, ex := range b.exchanges {
+		n := len(ex.bindings)
+		ex.bindings = slices.DeleteFunc(ex.bindings, func(bd binding) bool {
+			return (q != nil && bd.q == q) || (x != nil && bd.x == x)
+		})
+		if len(ex.bindings) != n {
+			ex.ring = nil
+		}
+	}
 }
 
 // Inspect reports queue's ready messages and active consumers, or an error
@@ -296,9 +365,7 @@ func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
 	for q.ready.len() > 0 {
 		b.releaseLocked(q.ready.popFront())
 	}
-	for _, ex := range b.exchanges {
-		ex.bindings = slices.DeleteFunc(ex.bindings, func(bd binding) bool { return bd.q == q })
-	}
+	b.unbindLocked(q, nil)
 	gone := errorf(transport.ErrNotFound, "acemq: queue %q was deleted while consumed", queue)
 	for _, c := range q.consumers {
 		for c.inbox.len() > 0 {
@@ -310,8 +377,11 @@ func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
 	return nil
 }
 
-// DeleteExchange deletes exchange and its bindings. A missing exchange is
-// not an error; the default exchange and the amq.* ones cannot be deleted.
+// DeleteExchange deletes exchange with its bindings: those to its queues
+// and exchanges, and those of other exchanges to it. A queue that names it
+// as its dead-letter exchange keeps naming it, as on RabbitMQ. A missing
+// exchange is not an error; the default exchange and the amq.* ones cannot
+// be deleted.
 func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -325,6 +395,12 @@ func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
 	if t.closed {
 		return closedError(fmt.Sprintf("delete exchange %q", exchange))
 	}
+	ex, ok := b.exchanges[exchange]
+	if !ok {
+		return nil
+	}
 	delete(b.exchanges, exchange)
+	ex.bindings, ex.ring = nil, nil
+	b.unbindLocked(nil, ex)
 	return nil
 }

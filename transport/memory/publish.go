@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,16 +22,21 @@ const (
 	kindHeaders = "headers"
 )
 
-// exchange routes messages to the queues bound to it.
+// exchange routes messages to the queues and exchanges bound to it.
 type exchange struct {
 	name, kind string
+	args       map[string]any // as first declared, copied
+	hash       hashOn         // what a consistent-hash exchange hashes
 	bindings   []binding
+	ring       []binding // a consistent-hash exchange's buckets; nil until built
 }
 
-// binding is one queue bound to an exchange with a key.
+// binding is one queue (q) or exchange (x) bound to an exchange with a key;
+// exactly one of q and x is set.
 type binding struct {
 	key string
 	q   *queue
+	x   *exchange
 }
 
 // replyPrefix starts every direct reply-to address.
@@ -43,32 +49,61 @@ type replyWaiter struct {
 	reply         chan transport.Message // buffered 1; takes the first match only
 }
 
-// routeLocked returns the queues ex routes key to, each once. A nil ex is the
-// default exchange. The slice is b.scratch: use it before routing again.
-func (b *Broker) routeLocked(ex *exchange, key string) []*queue {
+// routeLocked returns the queues ex routes m to, each once, following
+// exchange-to-exchange bindings (an exchange reached twice routes once, so
+// a loop of bindings ends). A nil ex is the default exchange. The slice is
+// b.scratch: use it before routing again.
+func (b *Broker) routeLocked(ex *exchange, m *transport.Message) []*queue {
 	out := b.scratch[:0]
 	if ex == nil {
-		if q, ok := b.queues[key]; ok {
+		if q, ok := b.queues[m.RoutingKey]; ok {
 			out = append(out, q)
 		}
 		b.scratch = out
+		return out
+	}
+	out = b.routeFromLocked(ex, m, out)
+	clear(b.seen)
+	b.seen = b.seen[:0]
+	b.scratch = out
+	return out
+}
+
+// routeFromLocked appends to out the queues ex routes m to, skipping the
+// exchanges routing has passed through already.
+func (b *Broker) routeFromLocked(ex *exchange, m *transport.Message, out []*queue) []*queue {
+	if slices.Contains(b.seen, ex) {
+		return out
+	}
+	b.seen = append(b.seen, ex)
+	to := func(bd binding) {
+		switch {
+		case bd.x != nil:
+			out = b.routeFromLocked(bd.x, m, out)
+		case !containsQueue(out, bd.q):
+			out = append(out, bd.q)
+		}
+	}
+	if ex.kind == kindConsistentHash {
+		if bd, ok := ex.pickLocked(m); ok {
+			to(bd)
+		}
 		return out
 	}
 	for _, bd := range ex.bindings {
 		var match bool
 		switch ex.kind {
 		case kindDirect:
-			match = bd.key == key
+			match = bd.key == m.RoutingKey
 		case kindTopic:
-			match = topicMatch(bd.key, key)
+			match = topicMatch(bd.key, m.RoutingKey)
 		default: // fanout, and headers with argument-less bindings
 			match = true
 		}
-		if match && !containsQueue(out, bd.q) {
-			out = append(out, bd.q)
+		if match {
+			to(bd)
 		}
 	}
-	b.scratch = out
 	return out
 }
 
@@ -117,7 +152,7 @@ func (b *Broker) publishLocked(m transport.Message) error {
 	} else if strings.HasPrefix(m.RoutingKey, replyPrefix) {
 		return b.replyLocked(m)
 	}
-	targets := b.routeLocked(ex, m.RoutingKey)
+	targets := b.routeLocked(ex, &m)
 	if len(targets) == 0 {
 		return errorf(transport.ErrUnroutable,
 			"acemq: no queue took the message published to exchange %s with routing key %q",

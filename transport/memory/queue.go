@@ -56,12 +56,17 @@ func (q *queue) requeueLocked(e *entry) {
 }
 
 // dispatchLocked deals ready entries round-robin to consumers with room
-// under their prefetch, then expires what is due at the head and rearms the
+// under their prefetch (on a single-active-consumer queue to the first
+// consumer only), then expires what is due at the head and rearms the
 // expiry timer for the new head. Dealing first lets a consumer with room
 // take a message whose TTL is zero, as on RabbitMQ; the timer keeps anything
 // from waiting past its expiry for longer than the timer's own lag.
 func (q *queue) dispatchLocked() {
-	for n := len(q.consumers); q.ready.len() > 0 && n > 0; {
+	n := len(q.consumers)
+	if q.decl.sac {
+		n = min(n, 1) // only the first subscribed is active
+	}
+	for q.ready.len() > 0 && n > 0 {
 		var c *consumer
 		for i := range n {
 			cand := q.consumers[(q.rr+i)%n]
@@ -166,7 +171,7 @@ func (q *queue) deadLetterLocked(e *entry, reason string) {
 	if reason == "expired" {
 		path = append(e.expiredFrom, q)
 	}
-	targets := b.routeLocked(ex, m.RoutingKey)
+	targets := b.routeLocked(ex, &m)
 	now := time.Now().UnixNano()
 	first := true
 	for _, target := range targets {
@@ -211,9 +216,15 @@ func containsQueue(qs []*queue, q *queue) bool {
 	return false
 }
 
-// info reports q's ready messages and active consumers.
+// info reports q's ready messages and consumers. On a single-active-consumer
+// quorum queue it counts the active one only, as RabbitMQ 3.10 does (its
+// classic queues count the standbys too).
 func (q *queue) info() transport.QueueInfo {
-	return transport.QueueInfo{Name: q.name, Messages: q.ready.len(), Consumers: len(q.consumers)}
+	n := len(q.consumers)
+	if q.decl.sac && q.decl.quorum {
+		n = min(n, 1)
+	}
+	return transport.QueueInfo{Name: q.name, Messages: q.ready.len(), Consumers: n}
 }
 
 // deque is a ring buffer that grows by doubling. Queues and consumer inboxes

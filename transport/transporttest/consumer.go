@@ -26,6 +26,24 @@ type consumption struct {
 // Consume still has not returned after Timeout, and waits for it.
 func (e *env) consume(tr transport.Transport, queue string, prefetch int) *consumption {
 	e.t.Helper()
+	return e.startConsume(tr, queue, prefetch, tr.Consume)
+}
+
+// consumeHandOver is consume with ConsumeHandOver; the test is skipped when
+// tr is not a transport.HandOverConsumer.
+func (e *env) consumeHandOver(tr transport.Transport, queue string, prefetch int) *consumption {
+	e.t.Helper()
+	h, ok := tr.(transport.HandOverConsumer)
+	if !ok {
+		e.t.Skipf("%T is not a transport.HandOverConsumer", tr)
+	}
+	return e.startConsume(tr, queue, prefetch, h.ConsumeHandOver)
+}
+
+// startConsume runs consume (tr's Consume or ConsumeHandOver) as consume
+// describes.
+func (e *env) startConsume(tr transport.Transport, queue string, prefetch int, consume func(context.Context, string, int, func(transport.Delivery)) error) *consumption {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &consumption{
 		e:          e,
@@ -37,7 +55,7 @@ func (e *env) consume(tr transport.Transport, queue string, prefetch int) *consu
 	}
 	go func() {
 		defer close(c.done)
-		c.err = tr.Consume(ctx, queue, prefetch, func(d transport.Delivery) { c.deliveries <- d })
+		c.err = consume(ctx, queue, prefetch, func(d transport.Delivery) { c.deliveries <- d })
 	}()
 	e.t.Cleanup(c.shutdown)
 	return c

@@ -83,12 +83,30 @@ func (e *env) declareQueue(q transport.Queue) string {
 	return q.Name
 }
 
-// exchange declares an exchange of kind unique to this subtest.
+// exchange declares an exchange of kind unique to this subtest, deleted
+// when it ends.
 func (e *env) exchange(base, kind string) string {
 	e.t.Helper()
-	name := e.name(base)
-	e.declare(transport.Exchange{Name: name, Kind: kind})
-	return name
+	return e.declareExchange(transport.Exchange{Name: e.name(base), Kind: kind})
+}
+
+// declareExchange declares x, deleted when the test ends.
+func (e *env) declareExchange(x transport.Exchange) string {
+	e.t.Helper()
+	e.declare(x)
+	e.deleteExchangeAfter(x.Name)
+	return x.Name
+}
+
+// deleteExchangeAfter deletes the exchange name when the test ends.
+func (e *env) deleteExchangeAfter(name string) {
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.f.Timeout)
+		defer cancel()
+		if err := e.admin.DeleteExchange(ctx, name); err != nil {
+			e.t.Errorf("DeleteExchange(%q): %v", name, err)
+		}
+	})
 }
 
 // declare declares topology, failing the test on error.
@@ -162,3 +180,8 @@ func (e *env) drainIDs(tr transport.Transport, queue string) []string {
 		}
 	}
 }
+
+// sleepQuiet waits Quiet, for something the test cannot observe to reach
+// the broker (a standby's subscription to a quorum queue, whose consumer
+// count shows only the active one).
+func (e *env) sleepQuiet() { time.Sleep(e.f.Quiet) }

@@ -12,9 +12,8 @@
 // # What it asks of the broker
 //
 // The broker may be shared with other tests: every subtest names its queues
-// and exchanges "tt.<subtest>.<random>.<what>", deletes its queues when it
-// ends, and declares six exchanges per Run, which stay behind because a
-// Transport cannot delete exchanges. Subtests run in parallel.
+// and exchanges "tt.<subtest>.<random>.<what>" and deletes them when it
+// ends. Subtests run in parallel.
 //
 // # What it demands beyond the transport package
 //
@@ -136,4 +135,16 @@ var cases = []testCase{
 	{name: "DeleteQueue", run: testDeleteQueue},
 	{name: "Close", run: testClose},
 	{name: "QuorumDeliveryLimit", quorum: true, run: testQuorumDeliveryLimit},
+	{name: "DeleteExchange", run: testDeleteExchange},
+	{name: "ExchangeBinding", run: testExchangeBinding},
+	{name: "ConsistentHash", run: testConsistentHash},
+	{name: "ConsistentHashWeights", run: testConsistentHashWeights},
+	{name: "SingleActiveConsumer", run: func(e *env) { testSingleActiveConsumer(e, false) }},
+	{name: "SingleActiveConsumerQuorum", quorum: true, run: func(e *env) { testSingleActiveConsumer(e, true) }},
+	{name: "Lease", run: testLease},
+	{name: "LeaseHolderCloses", run: testLeaseHolderCloses},
+	{name: "HandOver", run: func(e *env) { testHandOver(e, false) }},
+	{name: "HandOverQuorum", quorum: true, run: func(e *env) { testHandOver(e, true) }},
+	{name: "HandOverWaitsForRelease", run: testHandOverWaits},
+	{name: "ReleaseOnlyHandOver", run: testReleaseOnlyHandOver},
 }
