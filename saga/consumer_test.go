@@ -42,7 +42,7 @@ func throughAConsumer(t *testing.T, url string) {
 		switch m.Payload.Kind {
 		case "placed":
 			in.State.Status = "reserving"
-			return self.Send(ctx, in.Tx, Event{Kind: "reserved"}, acemq.CorrelationID(in.ID))
+			return self.Send(ctx, in.Tx, Event{Kind: "reserved"}, acemq.CorrelationID(in.ID), acemq.Key(in.ID))
 		case "reserved":
 			in.State.Status = "done"
 			in.Complete()
@@ -102,6 +102,16 @@ func throughAConsumer(t *testing.T, url string) {
 	require.Len(t, byID["bad-1"], 1)
 	assert.Equal(t, acemq.OutcomeParked, byID["bad-1"][0].Outcome)
 	assert.Contains(t, byID["bad-1"][0].Reason, fmt.Sprintf(`the handler parked it: the state of saga %q with correlation ID "o-bad" does not decode into saga_test.Checkout`, f.saga.Name()))
+
+	var reserved []acemq.Settlement
+	for id, ss := range byID {
+		if id != "placed-1" && ss[0].Envelope.CorrelationID == "o-1" {
+			reserved = append(reserved, ss...)
+		}
+	}
+	require.Len(t, reserved, 1, "the step's own message, through the outbox")
+	assert.Equal(t, acemq.OutcomeAcked, reserved[0].Outcome)
+	assert.Equal(t, "o-1", reserved[0].Envelope.Key, "the ordering key travels through the outbox")
 
 	snap, err := f.saga.Get(ctx, "o-1")
 	require.NoError(t, err)

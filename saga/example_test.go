@@ -109,8 +109,10 @@ func Example() {
 	done := make(chan error, 1)
 	go func() { done <- router.Run(runCtx) }()
 
-	placed := acemq.NewPublisher[OrderPlaced](mq, "", "checkout")
-	paid := acemq.NewPublisher[PaymentReceived](mq, "", "checkout")
+	// The order's ID is the ordering key of its messages: an ordered
+	// consumer would handle them one at a time, in order.
+	placed := acemq.NewPublisher[OrderPlaced](mq, "", "checkout", acemq.KeyBy(func(o OrderPlaced) string { return o.OrderID }))
+	paid := acemq.NewPublisher[PaymentReceived](mq, "", "checkout", acemq.KeyBy(func(p PaymentReceived) string { return p.OrderID }))
 	for _, send := range []func() error{
 		func() error {
 			return placed.Send(ctx, OrderPlaced{OrderID: "o-42", Cents: 4200}, acemq.MessageID("placed-42"))

@@ -9,9 +9,10 @@
 //
 //	go run ./examples/saga
 //
-// In a real service the saga's consumer would be an ordered one with its
-// messages keyed by order ID (docs/sagas.md), so that one order's messages
-// never race; here one worker keeps them in order.
+// Every message of the saga carries its order ID as the ordering key
+// (acemq.Key), so that an ordered consumer (docs/sagas.md) handles one
+// order's messages one at a time, in order; here the router has one worker,
+// which does the same.
 package main
 
 import (
@@ -138,7 +139,7 @@ func run(ctx context.Context, out io.Writer) error {
 			// The timeout is a message to this very saga, published by the
 			// relay once due, and only if this step commits.
 			return timeouts.Send(ctx, in.Tx, PaymentTimeout{OrderID: in.ID},
-				outbox.After(paymentWindow), acemq.CorrelationID(in.ID))
+				outbox.After(paymentWindow), acemq.CorrelationID(in.ID), acemq.Key(in.ID))
 		}, saga.Starts()))
 	acemq.Route(router, saga.Handle(checkout,
 		func(m *acemq.Message[PaymentReceived]) string { return m.Payload.OrderID },
@@ -184,7 +185,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return acemq.AckOf(err)
 		}
 		defer func() { _ = tx.Rollback() }()
-		if err := shipped.Send(ctx, tx, OrderShipped{OrderID: m.Payload.OrderID}, outbox.After(shippingTime)); err != nil {
+		if err := shipped.Send(ctx, tx, OrderShipped{OrderID: m.Payload.OrderID}, outbox.After(shippingTime), acemq.Key(m.Payload.OrderID)); err != nil {
 			return acemq.AckOf(err)
 		}
 		return acemq.AckOf(tx.Commit())
@@ -217,8 +218,9 @@ func run(ctx context.Context, out io.Writer) error {
 	defer wg.Wait()
 	defer stop()
 
-	placed := acemq.NewPublisher[OrderPlaced](mq, "", queue)
-	paid := acemq.NewPublisher[PaymentReceived](mq, "", queue)
+	// KeyBy gives every message the order's ID as its ordering key.
+	placed := acemq.NewPublisher[OrderPlaced](mq, "", queue, acemq.KeyBy(func(o OrderPlaced) string { return o.OrderID }))
+	paid := acemq.NewPublisher[PaymentReceived](mq, "", queue, acemq.KeyBy(func(p PaymentReceived) string { return p.OrderID }))
 	for _, o := range []OrderPlaced{{OrderID: "o-1", Cents: 4200}, {OrderID: "o-2", Cents: 1999}} {
 		if err := placed.Send(ctx, o, acemq.CorrelationID(o.OrderID)); err != nil {
 			return err
