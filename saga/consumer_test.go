@@ -16,25 +16,30 @@ import (
 
 func TestThroughAConsumerOnMemory(t *testing.T) {
 	t.Parallel()
-	throughAConsumer(t, acemqtest.Memory(t))
+	throughAConsumer(t, acemqtest.Memory(t), databases[0])
 }
 
 func TestThroughAConsumerOnRabbitMQ(t *testing.T) {
 	t.Parallel()
-	throughAConsumer(t, acemqtest.RabbitMQ(t))
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			throughAConsumer(t, acemqtest.RabbitMQ(t), d)
+		})
+	}
 }
 
 // throughAConsumer runs a saga behind a real consumer and relay: a placed
 // order starts it, its step sends the next message to its own queue
 // through the outbox, and that one completes it. A message for no instance
 // ends in the dlq, one whose stored state does not decode in .parked.
-func throughAConsumer(t *testing.T, url string) {
+func throughAConsumer(t *testing.T, url string, d database) {
 	ctx := t.Context()
 	queue := acemqtest.QueueName(t, "saga")
 	acemqtest.DeleteQueuesAfter(t, url, queue)
 	settled := make(chan acemq.Settlement, 64)
 	mq := connect(t, url, acemq.OnSettled(func(_ context.Context, s acemq.Settlement) { settled <- s }))
-	f := newFixture[Checkout](t, openSQLite(t), outbox.SQLite)
+	f := newFixture[Checkout](t, d.open(t), d.dialect)
 	self := outbox.NewPublisher[Event](f.ob, mq, "", queue)
 
 	step := func(ctx context.Context, in *saga.Instance[Checkout], m *acemq.Message[Event]) error {
@@ -73,7 +78,11 @@ func throughAConsumer(t *testing.T, url string) {
 	}()
 
 	// A stored state this build cannot read.
-	_, err = f.db.ExecContext(ctx, "INSERT INTO "+f.saga.TableName()+` (id, state, version, done, created_at, updated_at) VALUES ('o-bad', '{"status": 5}', 1, FALSE, 0, 0)`)
+	epoch := "0"
+	if d.dialect == outbox.Postgres {
+		epoch = "now()"
+	}
+	_, err = f.db.ExecContext(ctx, "INSERT INTO "+f.saga.TableName()+` (id, state, version, done, created_at, updated_at) VALUES ('o-bad', '{"status": 5}', 1, FALSE, `+epoch+`, `+epoch+`)`)
 	require.NoError(t, err)
 
 	pub := acemq.NewPublisher[Event](mq, "", queue)

@@ -13,6 +13,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/outbox"
+	"github.com/acemq/acemq/patterns"
 	"github.com/acemq/acemq/saga"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -260,5 +261,31 @@ func TestAStateThatDoesNotDecodeIsParked(t *testing.T) {
 		require.Equal(t, acemq.AckDone, saga.Handle(f.saga, byCorrelationID[Event], func(context.Context, *saga.Instance[Checkout], *acemq.Message[Event]) error {
 			return nil
 		})(ctx, message("m-2", "o-1", Event{})).Kind())
+	})
+}
+
+func TestAMessageClaimedElsewhereIsRetried(t *testing.T) {
+	t.Parallel()
+	eachDatabase(t, func(t *testing.T, db *sql.DB, d outbox.Dialect) {
+		ctx := t.Context()
+		f := newFixture[Checkout](t, db, d)
+		// Someone holds the message's key with a lease (a hand-made
+		// WithIdempotency over the same inbox, say).
+		key := "saga:" + f.saga.Name() + ":m-1"
+		got, err := f.inbox.Claim(ctx, key, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, patterns.Claimed, got)
+		ran := false
+		h := saga.Handle(f.saga, byCorrelationID[Event], func(context.Context, *saga.Instance[Checkout], *acemq.Message[Event]) error {
+			ran = true
+			return nil
+		}, saga.Starts())
+		ack := h(ctx, message("m-1", "o-1", Event{}))
+		require.Equal(t, acemq.AckRetry, ack.Kind())
+		assert.ErrorContains(t, ack.Err(), fmt.Sprintf("the inbox key %q is held by a claim in progress", key))
+		assert.False(t, ran)
+		require.NoError(t, f.inbox.Release(ctx, key))
+		require.Equal(t, acemq.AckDone, h(ctx, message("m-1", "o-1", Event{})).Kind())
+		assert.True(t, ran)
 	})
 }
