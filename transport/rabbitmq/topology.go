@@ -196,28 +196,47 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 }
 
 // record adds it to the remembered topology unless already there; a queue
-// declared again replaces its earlier entry in place.
+// or exchange declared again replaces its earlier entry in place. Queues and
+// exchanges hold maps, so they are matched by name, never compared whole
+// (that would panic).
 func (t *Transport) record(it transport.Topology) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch v := it.(type) {
+	case transport.Queue:
+		v.Args = maps.Clone(v.Args)
+		it = v
+	case transport.Exchange:
+		v.Args = maps.Clone(v.Args)
+		it = v
+	}
 	for i, have := range t.topo {
-		if q, ok := it.(transport.Queue); ok {
-			if hq, ok := have.(transport.Queue); ok && hq.Name == q.Name {
-				q.Args = maps.Clone(q.Args)
-				t.topo[i] = q
-				return
-			}
-			continue
-		}
-		if have == it {
+		if sameEntry(have, it) {
+			t.topo[i] = it
 			return
 		}
 	}
-	if q, ok := it.(transport.Queue); ok {
-		q.Args = maps.Clone(q.Args)
-		it = q
-	}
 	t.topo = append(t.topo, it)
+}
+
+// sameEntry reports whether a and b remember the same thing: a queue or
+// exchange of the same name, or equal bindings.
+func sameEntry(a, b transport.Topology) bool {
+	switch v := b.(type) {
+	case transport.Queue:
+		w, ok := a.(transport.Queue)
+		return ok && w.Name == v.Name
+	case transport.Exchange:
+		w, ok := a.(transport.Exchange)
+		return ok && w.Name == v.Name
+	case transport.Binding:
+		w, ok := a.(transport.Binding)
+		return ok && w == v
+	case transport.ExchangeBinding:
+		w, ok := a.(transport.ExchangeBinding)
+		return ok && w == v
+	}
+	return false
 }
 
 // forget drops a deleted queue and its bindings from the remembered topology.

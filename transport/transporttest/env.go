@@ -83,11 +83,19 @@ func (e *env) declareQueue(q transport.Queue) string {
 	return q.Name
 }
 
-// exchange declares an exchange of kind unique to this subtest.
+// exchange declares an exchange of kind unique to this subtest, deleted
+// when it ends.
 func (e *env) exchange(base, kind string) string {
 	e.t.Helper()
 	name := e.name(base)
 	e.declare(transport.Exchange{Name: name, Kind: kind})
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.f.Timeout)
+		defer cancel()
+		if err := e.admin.DeleteExchange(ctx, name); err != nil {
+			e.t.Errorf("DeleteExchange(%q): %v", name, err)
+		}
+	})
 	return name
 }
 

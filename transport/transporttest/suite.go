@@ -134,6 +134,7 @@ var cases = []testCase{
 	{name: "DeclareMissing", run: testDeclareMissing},
 	{name: "Inspect", run: testInspect},
 	{name: "DeleteQueue", run: testDeleteQueue},
+	{name: "DeleteExchange", run: testDeleteExchange},
 	{name: "Close", run: testClose},
 	{name: "QuorumDeliveryLimit", quorum: true, run: testQuorumDeliveryLimit},
 }
