@@ -9,6 +9,10 @@
 // process removes them when the test binary ends without calling either,
 // however it ends. Offline, set TESTCONTAINERS_RYUK_DISABLED=true.
 // docs/testing.md says what is left behind, and when.
+//
+// DeleteAfter removes what a test declared: everything a Consumer or Router
+// lists in its Topology, and the exchanges and queues the test declared
+// itself.
 package acemqtest
 
 import (
