@@ -41,9 +41,9 @@ func Main(m *testing.M) {
 
 // Cleanup removes the containers acemqtest started in this test binary
 // and forgets the brokers it found, so that a later RabbitMQ or Postgres
-// looks again. It is safe to call more than once, and does nothing when
-// no container was started. The error names each container it could not
-// remove.
+// looks again. It is safe to call more than once, and removes nothing
+// when no container was started. The error names each container it could
+// not remove.
 func Cleanup() error {
 	err := removeStarted()
 	rabbit.reset()
