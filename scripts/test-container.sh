@@ -10,10 +10,11 @@
 #    $ACEMQ_POSTGRES_IMAGE). The root file systems are kept as tarballs in
 #    $ACEMQ_CONTAINER_CACHE, so a second run downloads nothing.
 # 2. Starts a Docker engine in a network namespace of its own, with its data,
-#    exec root, pidfile and socket in a temporary directory: nothing of the
-#    machine's Docker setup, network or services is touched, and inside the
-#    namespace 127.0.0.1:5672 and :5432 are empty, so acemqtest must fall
-#    back to containers.
+#    exec root, pidfile and socket in a temporary directory, and empty file
+#    systems over the few fixed paths dockerd writes to, in a mount namespace
+#    of its own: nothing of the machine's Docker setup, network or services
+#    is touched, and inside the namespace 127.0.0.1:5672 and :5432 are
+#    empty, so acemqtest must fall back to containers.
 # 3. Runs the acemqtest, root and outbox tests inside the namespace with
 #    ACEMQ_RABBITMQ_URL and ACEMQ_POSTGRES_URL unset, the reaper off
 #    (TESTCONTAINERS_RYUK_DISABLED=true: no image registry is reachable) and
@@ -60,6 +61,7 @@ work=$(mktemp -d /tmp/acemq-test-container.XXXXXX)
 ns=acemq-tc-$$
 dockerd_pid=
 mounted=()
+made=()
 
 cleanup() {
 	status=$?
@@ -76,6 +78,7 @@ cleanup() {
 	# The engine's own mounts (overlay layers, its containerd's state).
 	grep -o " $work[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
 	ip netns del "$ns" 2>/dev/null
+	for d in "${made[@]}"; do rmdir "$d" 2>/dev/null; done
 	rm -rf "$work"
 	if [ "$status" = 0 ]; then say "passed"; else say "FAILED (exit $status)"; fi
 	exit "$status"
@@ -220,9 +223,21 @@ start_dockerd() {
 	ip netns add "$ns"
 	ip -n "$ns" link set lo up
 	echo '{}' >"$work/daemon.json"
+	# dockerd and its containerd also write to fixed paths of the machine
+	# (/etc/docker/key.json, /run/docker/plugins, /run/containerd/s): they
+	# get empty file systems of their own in a private mount namespace, on
+	# mount points made here when missing and removed again afterwards.
+	for d in /etc/docker /run/docker /run/containerd; do
+		[ -d "$d" ] || { mkdir -p "$d"; made+=("$d"); }
+	done
 	# nsenter, not `ip netns exec`: the latter remounts /sys and hides the
-	# cgroup mounts dockerd needs.
-	nsenter --net="/var/run/netns/$ns" dockerd \
+	# cgroup mounts dockerd needs. Each command execs the next, so $! is
+	# dockerd's process.
+	nsenter --net="/var/run/netns/$ns" unshare --mount --propagation private sh -c '
+		for d in /etc/docker /run/docker /run/containerd; do
+			mount -t tmpfs -o mode=0700 acemq-test-container "$d" || exit 1
+		done
+		exec "$@"' sh dockerd \
 		--config-file "$work/daemon.json" \
 		--data-root "$work/data" --exec-root "$work/exec" \
 		--pidfile "$work/dockerd.pid" -H "unix://$work/docker.sock" \
