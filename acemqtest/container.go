@@ -84,7 +84,7 @@ func startContainer(image, port string, env map[string]string, ready wait.Strate
 	}, opts...)...)
 	if err != nil {
 		err = fmt.Errorf("starting %s: %w", image, err)
-		if c != nil {
+		if c != nil && c.GetContainerID() != "" {
 			err = errors.Join(err, logTail(c), removed(c))
 		}
 		return "", err
