@@ -159,12 +159,22 @@ func offlineHint(env string) string {
 	return hint + "; see docs/testing.md"
 }
 
+// enabledPlugins is the enabled-plugins file the RabbitMQ container starts
+// with: ordered consumers need the consistent-hash exchange, which RabbitMQ
+// ships but does not enable.
+const enabledPlugins = "[rabbitmq_consistent_hash_exchange].\n"
+
 // rabbitMQContainer starts the RabbitMQ image and returns its AMQP URL.
 func rabbitMQContainer() (string, error) {
 	img := image(rabbitMQImageEnv, RabbitMQImage)
 	hostPort, err := startContainer(img, "5672/tcp", nil,
 		loginWait("5672/tcp", func(ctx context.Context, hostPort string) error {
 			return probeAMQP(ctx, "amqp://guest:guest@"+hostPort+"/")
+		}),
+		testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader:            strings.NewReader(enabledPlugins),
+			ContainerFilePath: "/etc/rabbitmq/enabled_plugins",
+			FileMode:          0o644,
 		}))
 	if err != nil {
 		return "", err

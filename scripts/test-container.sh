@@ -156,13 +156,13 @@ rootfs() {
 
 setup_rabbitmq() {
 	local root=$1
-	# guest may log in over the port mapping (it is not loopback), and the
-	# consistent-hash exchange is there as on the machine's broker.
+	# guest may log in over the port mapping (it is not loopback). No plugin
+	# is enabled here: acemqtest enables the consistent-hash exchange in the
+	# containers it starts, whatever the image.
 	cat >"$root/etc/rabbitmq/rabbitmq.conf" <<-'EOF'
 		loopback_users = none
 		listeners.tcp.default = 5672
 	EOF
-	echo '[rabbitmq_consistent_hash_exchange].' >"$root/etc/rabbitmq/enabled_plugins"
 	cat >"$root/usr/local/bin/acemq-entrypoint" <<-'EOF'
 		#!/bin/sh
 		# Runs RabbitMQ in the foreground as its own user, logging to stdout.
