@@ -271,3 +271,22 @@ type strategyFunc func(context.Context, wait.StrategyTarget) error
 func (f strategyFunc) WaitUntilReady(ctx context.Context, t wait.StrategyTarget) error {
 	return f(ctx, t)
 }
+
+// Cleanup forgets what the searches found, so a later call searches again.
+func TestCleanupForgets(t *testing.T) {
+	var f finder
+	searches := 0
+	search := func() (string, string) { searches++; return "amqp://found/", "" }
+	f.find(search)
+	f.find(search)
+	if searches != 1 {
+		t.Fatalf("%d searches before a reset, want 1", searches)
+	}
+	f.reset()
+	if u, _ := f.find(search); u != "amqp://found/" || searches != 2 {
+		t.Fatalf("after a reset: %q after %d searches, want a second search", u, searches)
+	}
+	if err := Cleanup(); err != nil {
+		t.Fatalf("Cleanup with nothing started: %v", err)
+	}
+}
