@@ -8,7 +8,7 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault test-cluster vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test test-unit test-fault test-cluster test-container vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
 # Everything CI runs: vet, the race-enabled suite, then the broker fault
 # tests on their own (they restart the shared broker, so nothing may run
@@ -31,6 +31,15 @@ test-fault:
 test-cluster:
 	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(CLUSTER); \
 	status=$$?; $(CLUSTERCMD) -name acemq-t -port 5811 down; exit $$status
+
+# acemqtest's container fallback, run for real and offline: images built
+# from Debian's packages, a Docker engine in a network namespace of its own
+# (so the machine's broker and database are out of reach), and the
+# acemqtest, root and outbox tests run through containers, then checked to
+# leave none behind. Needs root; the first run downloads several hundred MB,
+# so it is not part of `make test` or CI. See scripts/test-container.sh.
+test-container:
+	GO=$(GO) scripts/test-container.sh
 
 # A three-node cluster to try acemq against: acemq-n1..3@localhost on
 # 5801-5803 (needs root and Debian's rabbitmq-server). It prints the URL

@@ -32,83 +32,102 @@ const (
 // probeTimeout bounds each attempt to reach a local broker or database.
 const probeTimeout = 2 * time.Second
 
-// The probes run once per test binary; every test then reuses the answer.
-var (
-	rabbitOnce   sync.Once
-	rabbitURL    string
-	rabbitReason string
+// finder remembers what a search found, so that it runs once per test
+// binary (or once after each Cleanup) and every test reuses the answer.
+type finder struct {
+	mu     sync.Mutex
+	done   bool
+	url    string
+	reason string // why nothing was found, when url is empty
+}
 
-	pgOnce   sync.Once
-	pgURL    string
-	pgReason string
-)
+var rabbit, pg finder
+
+// find runs search unless an answer is remembered, and returns the URL,
+// or "" and the reason nothing was found.
+func (f *finder) find(search func() (url, reason string)) (string, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.done {
+		f.url, f.reason = search()
+		f.done = true
+	}
+	return f.url, f.reason
+}
+
+// reset forgets the answer.
+func (f *finder) reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done, f.url, f.reason = false, "", ""
+}
 
 // RabbitMQ returns the URL of a RabbitMQ broker for the test: the value of
 // $ACEMQ_RABBITMQ_URL when set, else LocalRabbitMQ when a broker there
-// accepts an AMQP login, else a RabbitMQImage container started through
-// testcontainers-go when a Docker engine answers (one for the whole test
-// binary). When none is found the test is skipped with the reason, or fails
-// when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
+// accepts an AMQP login, else a container of RabbitMQImage (or of the
+// image $ACEMQ_RABBITMQ_IMAGE names) started through testcontainers-go
+// when a Docker engine answers: one for the whole test binary, removed by
+// Cleanup or Main, or by a watchdog process when the binary ends. When
+// none is found the test is skipped with the reason, or fails when
+// $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
-	rabbitOnce.Do(func() {
+	url, reason := rabbit.find(func() (string, string) {
 		if u := os.Getenv("ACEMQ_RABBITMQ_URL"); u != "" {
-			rabbitURL = u
-			return
+			return u, ""
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
 		err := probeAMQP(ctx, LocalRabbitMQ)
 		if err == nil {
-			rabbitURL = LocalRabbitMQ
-			return
+			return LocalRabbitMQ, ""
 		}
 		u, cerr := rabbitMQContainer()
 		if cerr != nil {
-			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v; "+
-				"set the variable or start a local broker", acemq.Redact(LocalRabbitMQ), err, cerr)
-			return
+			return "", fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v\n"+
+				"Set $ACEMQ_RABBITMQ_URL or start a local broker; %s",
+				acemq.Redact(LocalRabbitMQ), err, cerr, offlineHint(rabbitMQImageEnv))
 		}
-		rabbitURL = u
+		return u, ""
 	})
-	if rabbitURL == "" {
-		missing(t, rabbitReason)
+	if url == "" {
+		missing(t, reason)
 	}
-	return rabbitURL
+	return url
 }
 
 // Postgres returns the URL of a PostgreSQL database for the test: the
 // value of $ACEMQ_POSTGRES_URL when set, else LocalPostgres when a server
-// there answers PostgreSQL's SSLRequest (no SQL session is opened, so
-// acemqtest needs no database driver), else a PostgresImage container when
-// a Docker engine answers. When none is found the test is skipped with the
-// reason, or fails when $ACEMQ_REQUIRE_BROKER is 1.
+// there answers PostgreSQL's SSLRequest, else a container of PostgresImage
+// (or of the image $ACEMQ_POSTGRES_IMAGE names) when a Docker engine
+// answers, found and removed as RabbitMQ's is. acemqtest speaks enough of
+// PostgreSQL's protocol to probe and log in, so it needs no database
+// driver. When none is found the test is skipped with the reason, or fails
+// when $ACEMQ_REQUIRE_BROKER is 1.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	pgOnce.Do(func() {
+	url, reason := pg.find(func() (string, string) {
 		if u := os.Getenv("ACEMQ_POSTGRES_URL"); u != "" {
-			pgURL = u
-			return
+			return u, ""
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
 		err := probePostgres(ctx, "127.0.0.1:5432")
 		if err == nil {
-			pgURL = LocalPostgres
-			return
+			return LocalPostgres, ""
 		}
 		u, cerr := postgresContainer()
 		if cerr != nil {
-			pgReason = fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, 127.0.0.1:5432 does not answer (%v), and no container: %v; "+
-				"set the variable or start a local server", err, cerr)
-			return
+			return "", fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, 127.0.0.1:5432 does not answer (%v), and no container: %v\n"+
+				"Set $ACEMQ_POSTGRES_URL or start a local server; %s",
+				err, cerr, offlineHint(postgresImageEnv))
 		}
-		pgURL = u
+		return u, ""
 	})
-	if pgURL == "" {
-		missing(t, pgReason)
+	if url == "" {
+		missing(t, reason)
 	}
-	return pgURL
+	return url
 }
 
 // missing skips the test, or fails it when a broker is required.

@@ -23,6 +23,29 @@ func TestRabbitMQAnswers(t *testing.T) {
 	}
 }
 
+// The broker RabbitMQ returns has the consistent-hash exchange that
+// ordered consumers need: the machine's broker by setup, a container
+// because acemqtest enables the plugin in it.
+func TestRabbitMQHasConsistentHash(t *testing.T) {
+	url := RabbitMQ(t)
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := QueueName(t, "hash")
+	if err := ch.ExchangeDeclare(x, "x-consistent-hash", false, true, false, false, nil); err != nil {
+		t.Fatalf("declaring an x-consistent-hash exchange: %v", err)
+	}
+	if err := ch.ExchangeDelete(x, false, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestPostgresAnswers(t *testing.T) {
 	url := Postgres(t)
 	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {

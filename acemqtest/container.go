@@ -1,22 +1,58 @@
 package acemqtest
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-// The images started when no broker or database answers locally.
+// The images started when no broker or database answers locally, unless
+// $ACEMQ_RABBITMQ_IMAGE or $ACEMQ_POSTGRES_IMAGE names another.
 const (
 	RabbitMQImage = "rabbitmq:3.13-alpine"
 	PostgresImage = "postgres:16-alpine"
 )
 
-// containerTimeout bounds pulling and starting a container.
+// The environment variables that name another image.
+const (
+	rabbitMQImageEnv = "ACEMQ_RABBITMQ_IMAGE"
+	postgresImageEnv = "ACEMQ_POSTGRES_IMAGE"
+)
+
+// containerTimeout bounds pulling, starting and waiting for a container.
 const containerTimeout = 3 * time.Minute
+
+// stopTimeout is how long a container acemqtest removes may take to stop
+// before it is killed: a test broker has nothing worth a graceful stop.
+const stopTimeout = 2 * time.Second
+
+// ownerLabel marks every container acemqtest starts with the token of the
+// test binary that started it, which is how the watchdog finds them.
+const ownerLabel = "dev.acemq.acemqtest.owner"
+
+// image returns the value of the environment variable env, or def.
+func image(env, def string) string {
+	if v := strings.TrimSpace(os.Getenv(env)); v != "" {
+		return v
+	}
+	return def
+}
+
+// started holds the containers this test binary started and not yet
+// removed: Cleanup removes them.
+var started struct {
+	sync.Mutex
+	list []*testcontainers.DockerContainer
+}
 
 // dockerAnswers reports whether a Docker engine answers, so that a
 // container can be started.
@@ -28,48 +64,197 @@ func dockerAnswers(ctx context.Context) error {
 	return p.Health(ctx) // Health closes the provider
 }
 
-// startContainer starts image with port exposed, waits for it to listen,
-// and returns host:port. The container is not stopped by acemqtest: it
-// serves every test of the binary, and testcontainers' reaper removes it
-// when the process ends.
-func startContainer(image, port string, env map[string]string, ready wait.Strategy) (string, error) {
+// startContainer starts image with port exposed, waits until ready says
+// it serves, and returns host:port. A container that was created but did
+// not become ready is removed before the error is returned. The container
+// serves every later test of the binary; Cleanup (or Main) removes it,
+// and so does the watchdog when the binary ends without calling them.
+func startContainer(image, port string, env map[string]string, ready wait.Strategy, opts ...testcontainers.ContainerCustomizer) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), containerTimeout)
 	defer cancel()
 	if err := dockerAnswers(ctx); err != nil {
 		return "", fmt.Errorf("no Docker engine answers: %w", err)
 	}
-	c, err := testcontainers.Run(ctx, image,
+	startWatchdog()
+	c, err := testcontainers.Run(ctx, image, append([]testcontainers.ContainerCustomizer{
 		testcontainers.WithExposedPorts(port),
 		testcontainers.WithEnv(env),
-		testcontainers.WithWaitStrategyAndDeadline(containerTimeout, ready))
+		testcontainers.WithLabels(map[string]string{ownerLabel: ownerToken}),
+		testcontainers.WithWaitStrategyAndDeadline(containerTimeout, ready),
+	}, opts...)...)
 	if err != nil {
-		return "", fmt.Errorf("starting %s: %w", image, err)
+		err = fmt.Errorf("starting %s: %w", image, err)
+		if c != nil && c.GetContainerID() != "" {
+			err = errors.Join(err, logTail(c), removed(c))
+		}
+		return "", err
 	}
 	hostPort, err := c.PortEndpoint(ctx, port, "")
 	if err != nil {
-		_ = c.Terminate(context.Background())
-		return "", fmt.Errorf("finding the port of %s: %w", image, err)
+		return "", errors.Join(fmt.Errorf("finding the port of %s: %w", image, err), removed(c))
 	}
+	started.Lock()
+	started.list = append(started.list, c)
+	started.Unlock()
 	return hostPort, nil
 }
 
-// rabbitMQContainer starts RabbitMQImage and returns its AMQP URL.
+// removed terminates c and says whether that worked, for an error message.
+func removed(c *testcontainers.DockerContainer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Terminate(ctx, testcontainers.StopTimeout(stopTimeout)); err != nil {
+		return fmt.Errorf("removing container %.12s failed too: %w", c.GetContainerID(), err)
+	}
+	return fmt.Errorf("container %.12s removed", c.GetContainerID())
+}
+
+// logTail returns the last lines c logged, or nil when it logged nothing.
+func logTail(c *testcontainers.DockerContainer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Logs(ctx)
+	if err != nil {
+		return nil
+	}
+	defer r.Close()
+	var lines []string
+	s := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > 10 {
+			lines = lines[1:]
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return fmt.Errorf("its last log lines:\n\t%s", strings.Join(lines, "\n\t"))
+}
+
+// removeStarted terminates every container this binary started.
+func removeStarted() error {
+	started.Lock()
+	list := started.list
+	started.list = nil
+	started.Unlock()
+	var errs []error
+	for _, c := range list {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := c.Terminate(ctx, testcontainers.StopTimeout(stopTimeout)); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s container %.12s: %w", c.Image, c.GetContainerID(), err))
+		}
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// offlineHint says how to run the container path without an image
+// registry, naming the variable that overrides the image.
+func offlineHint(env string) string {
+	hint := "to run offline, load the image into the Docker engine or name a local one with $" + env
+	if !testcontainers.ReadConfig().Config.RyukDisabled {
+		hint += ", and set TESTCONTAINERS_RYUK_DISABLED=true (the reaper's image cannot be pulled either)"
+	}
+	return hint + "; see docs/testing.md"
+}
+
+// enabledPlugins is the enabled-plugins file the RabbitMQ container starts
+// with: ordered consumers need the consistent-hash exchange, which RabbitMQ
+// ships but does not enable.
+const enabledPlugins = "[rabbitmq_consistent_hash_exchange].\n"
+
+// rabbitMQContainer starts the RabbitMQ image and returns its AMQP URL.
 func rabbitMQContainer() (string, error) {
-	hostPort, err := startContainer(RabbitMQImage, "5672/tcp", nil,
-		wait.ForAll(wait.ForListeningPort("5672/tcp"), wait.ForLog("Server startup complete")))
+	img := image(rabbitMQImageEnv, RabbitMQImage)
+	hostPort, err := startContainer(img, "5672/tcp", nil,
+		loginWait("5672/tcp", func(ctx context.Context, hostPort string) error {
+			return probeAMQP(ctx, "amqp://guest:guest@"+hostPort+"/")
+		}),
+		testcontainers.WithFiles(testcontainers.ContainerFile{
+			Reader:            strings.NewReader(enabledPlugins),
+			ContainerFilePath: "/etc/rabbitmq/enabled_plugins",
+			FileMode:          0o644,
+		}))
 	if err != nil {
 		return "", err
 	}
 	return "amqp://guest:guest@" + hostPort + "/", nil
 }
 
-// postgresContainer starts PostgresImage and returns its URL.
+// The account, password and database the PostgreSQL container is started
+// with, through the variables the official image reads.
+const (
+	containerPGUser     = "postgres"
+	containerPGPassword = "postgres"
+	containerPGDatabase = "test"
+)
+
+// postgresContainer starts the PostgreSQL image and returns its URL.
 func postgresContainer() (string, error) {
-	hostPort, err := startContainer(PostgresImage, "5432/tcp",
-		map[string]string{"POSTGRES_PASSWORD": "postgres", "POSTGRES_DB": "test"},
-		wait.ForAll(wait.ForListeningPort("5432/tcp"), wait.ForLog("database system is ready to accept connections").WithOccurrence(2)))
+	img := image(postgresImageEnv, PostgresImage)
+	url := func(hostPort string) string {
+		return "postgres://" + containerPGUser + ":" + containerPGPassword + "@" + hostPort + "/" + containerPGDatabase + "?sslmode=disable"
+	}
+	hostPort, err := startContainer(img, "5432/tcp",
+		map[string]string{"POSTGRES_USER": containerPGUser, "POSTGRES_PASSWORD": containerPGPassword, "POSTGRES_DB": containerPGDatabase},
+		loginWait("5432/tcp", func(ctx context.Context, hostPort string) error {
+			return pgLogin(ctx, url(hostPort))
+		}))
 	if err != nil {
 		return "", err
 	}
-	return "postgres://postgres:postgres@" + hostPort + "/test?sslmode=disable", nil
+	return url(hostPort), nil
+}
+
+// loginWait is a wait strategy that works for any image: it is ready when
+// a client logs in through the mapped port (and, for PostgreSQL, runs a
+// query), not when the image prints a line of its own.
+func loginWait(port string, login func(ctx context.Context, hostPort string) error) wait.Strategy {
+	return loginStrategy{port: port, login: login}
+}
+
+type loginStrategy struct {
+	port  string
+	login func(ctx context.Context, hostPort string) error
+}
+
+// WaitUntilReady tries to log in every quarter second until it succeeds,
+// the container stops running, or ctx ends.
+func (s loginStrategy) WaitUntilReady(ctx context.Context, target wait.StrategyTarget) error {
+	last := errors.New("not tried")
+	for {
+		if state, err := target.State(ctx); err == nil && !state.Running {
+			return fmt.Errorf("the container stopped (%s, exit code %d) before it served on %s; last login attempt: %w",
+				state.Status, state.ExitCode, s.port, last)
+		}
+		if hostPort, err := endpoint(ctx, target, s.port); err != nil {
+			last = err
+		} else {
+			tctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			last = s.login(tctx, hostPort)
+			cancel()
+			if last == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready on %s: %w; last login attempt: %w", s.port, ctx.Err(), last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// endpoint returns host:port of the container's port as seen from here.
+func endpoint(ctx context.Context, target wait.StrategyTarget, port string) (string, error) {
+	host, err := target.Host(ctx)
+	if err != nil {
+		return "", err
+	}
+	mapped, err := target.MappedPort(ctx, port)
+	if err != nil {
+		return "", err
+	}
+	return host + ":" + mapped.Port(), nil
 }

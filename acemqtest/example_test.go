@@ -39,8 +39,7 @@ func handleOrder(stock map[string]bool) acemq.Handler[OrderPlaced] {
 	}
 }
 
-// fastRetries keeps a test's retry ladder short; tiers are names too, so
-// the test cleans them up by naming them.
+// fastRetries keeps a test's retry ladder short.
 var fastRetries = acemq.RetryPolicy{MaxAttempts: 2, Delays: []time.Duration{10 * time.Millisecond}}
 
 func TestHandleOrder(t *testing.T) {
@@ -68,7 +67,6 @@ func TestHandleOrder(t *testing.T) {
 				t.Parallel()
 				url := b.url(t)
 				queue := acemqtest.QueueName(t, "orders")
-				acemqtest.DeleteQueuesAfter(t, url, queue, acemq.RetryQueue(queue, fastRetries.Delays[0]))
 
 				got := consumeOne(t, url, queue, tt.order)
 				if got.Outcome != tt.outcome {
@@ -102,6 +100,9 @@ func consumeOne(t *testing.T, url, queue string, order OrderPlaced) acemq.Settle
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
+	// Everything the consumer declared, its retry tiers included, goes when
+	// the test ends; by then the consumer has stopped.
+	acemqtest.DeleteAfter(t, url, orders)
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- orders.Run(runCtx) }()

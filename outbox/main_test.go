@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -21,8 +23,16 @@ import (
 	_ "modernc.org/sqlite"
 )
 
+// TestMain checks for leaks, then removes the containers acemqtest started
+// (when no local PostgreSQL or RabbitMQ answered).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if err := acemqtest.Cleanup(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = max(code, 1)
+		}
+		os.Exit(code)
+	}))
 }
 
 // quiet drops the warnings tests provoke on purpose.

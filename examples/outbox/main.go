@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func openDB() (*sql.DB, outbox.Dialect, func(), error) {
 	return db, outbox.SQLite, func() { _ = db.Close(); _ = os.RemoveAll(dir) }, nil
 }
 
-func run(ctx context.Context) error {
+func run(ctx context.Context) (err error) {
 	db, dialect, closeDB, err := openDB()
 	if err != nil {
 		return err
@@ -107,15 +108,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { // the queues NewConsumer declared: on RabbitMQ they would outlive the tour
-		names := []string{queue, acemq.DeadLetterQueue(queue), acemq.ParkingQueue(queue)}
-		for _, d := range acemq.DefaultRetryPolicy().Delays {
-			names = append(names, acemq.RetryQueue(queue, d))
-		}
-		for _, q := range names {
-			_ = mq.Transport().DeleteQueue(context.WithoutCancel(ctx), q)
-		}
-	}()
+	// The queues NewConsumer declared: on RabbitMQ they would outlive the tour.
+	defer func() { err = errors.Join(err, mq.Delete(context.WithoutCancel(ctx), consumer.Topology()...)) }()
 
 	orders := outbox.NewPublisher[OrderPlaced](ob, mq, "", queue)
 	writes := []struct {

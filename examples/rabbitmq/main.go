@@ -41,18 +41,23 @@ func run(ctx context.Context, url string) error {
 	return scenario.Run(ctx, url, queue, os.Stdout)
 }
 
-// reset deletes what an earlier run left, so the tour's counts are its own.
+// reset deletes what an earlier run left, so the tour's counts are its own:
+// every queue a consumer of the tour's queue declares under its policy,
+// listed by a consumer that declares nothing.
 func reset(ctx context.Context, url string) error {
-	mq, err := acemq.Connect(ctx, url)
+	mq, err := acemq.Connect(ctx, url, acemq.WithRetryPolicy(scenario.Policy))
 	if err != nil {
 		return err
 	}
 	defer mq.Close()
-	for _, q := range []string{queue, acemq.DeadLetterQueue(queue), acemq.ParkingQueue(queue),
-		acemq.RetryQueue(queue, scenario.RetryDelays[0]), acemq.RetryQueue(queue, scenario.RetryDelays[1])} {
-		if err := mq.Transport().DeleteQueue(ctx, q); err != nil {
-			return fmt.Errorf("emptying %s: %w", q, err)
-		}
+	tour, err := acemq.NewConsumer(mq, queue, func(context.Context, *acemq.Message[scenario.OrderPlaced]) acemq.Ack {
+		return acemq.Done()
+	}, acemq.NoDeclare())
+	if err != nil {
+		return err
+	}
+	if err := mq.Delete(ctx, tour.Topology()...); err != nil {
+		return fmt.Errorf("emptying the tour's queues: %w", err)
 	}
 	return nil
 }

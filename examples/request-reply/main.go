@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -67,19 +66,7 @@ func run(ctx context.Context, url string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cleanup := context.WithoutCancel(ctx)
-		if !strings.HasPrefix(url, "memory:") {
-			queues := []string{queue, acemq.DeadLetterQueue(queue), acemq.ParkingQueue(queue)}
-			for _, d := range acemq.DefaultRetryPolicy().Delays {
-				queues = append(queues, acemq.RetryQueue(queue, d))
-			}
-			for _, q := range queues {
-				err = errors.Join(err, mq.Transport().DeleteQueue(cleanup, q))
-			}
-		}
-		err = errors.Join(err, mq.Shutdown(cleanup))
-	}()
+	defer func() { err = errors.Join(err, mq.Shutdown(context.WithoutCancel(ctx))) }()
 
 	// The pricing service: its handler answers each request with Reply,
 	// passing its own ctx on so the reply's CausationID names the request.
@@ -96,6 +83,9 @@ func run(ctx context.Context, url string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	// On RabbitMQ the queues the consumer declared would outlive the
+	// example: delete them all, retry tiers included, once it has stopped.
+	defer func() { err = errors.Join(err, mq.Delete(context.WithoutCancel(ctx), pricing.Topology()...)) }()
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- pricing.Run(runCtx) }()

@@ -123,6 +123,7 @@ func testClose(e *env) {
 		{"Declare", tr.Declare(ctx, transport.Queue{Name: q})},
 		{"Inspect", inspectErr},
 		{"DeleteQueue", tr.DeleteQueue(ctx, q)},
+		{"DeleteExchange", tr.DeleteExchange(ctx, e.name("x"))},
 		{"Health", tr.Health(ctx)},
 	} {
 		if !errors.Is(call.err, transport.ErrClosed) {

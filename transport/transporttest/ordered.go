@@ -17,34 +17,6 @@ import (
 // x-consistent-hash exchange, single-active-consumer queues, leases and
 // hand-over consumers.
 
-func testDeleteExchange(e *env) {
-	tr := e.client()
-	q := e.queue("q", nil)
-	ex := e.exchange("x", "direct")
-	e.declare(transport.Binding{Exchange: ex, Key: "k", Queue: q})
-	e.publish(tr, transport.Message{Exchange: ex, RoutingKey: "k", MessageID: "before"})
-
-	if err := tr.DeleteExchange(e.ctx(), ex); err != nil {
-		e.t.Fatalf("DeleteExchange(%q): %v", ex, err)
-	}
-	err := tr.Publish(e.ctx(), transport.Message{Exchange: ex, RoutingKey: "k", MessageID: "deleted"})
-	if !errors.Is(err, transport.ErrNotFound) {
-		e.t.Errorf("publishing to a deleted exchange = %v; want ErrNotFound", err)
-	}
-	if err := tr.DeleteExchange(e.ctx(), ex); err != nil {
-		e.t.Errorf("deleting a missing exchange = %v; want nil", err)
-	}
-	// Declared again, it has none of its old bindings.
-	e.declare(transport.Exchange{Name: ex, Kind: "direct"})
-	err = tr.Publish(e.ctx(), transport.Message{Exchange: ex, RoutingKey: "k", MessageID: "again"})
-	if !errors.Is(err, transport.ErrUnroutable) {
-		e.t.Errorf("publishing to an exchange declared again after its deletion = %v; want ErrUnroutable (its binding went with it)", err)
-	}
-	if ids := e.drainIDs(tr, q); !slices.Equal(ids, []string{"before"}) {
-		e.t.Errorf("queue holds %q; want only the message published before the deletion", ids)
-	}
-}
-
 func testExchangeBinding(e *env) {
 	tr := e.client()
 	q := e.queue("q", nil)

@@ -144,6 +144,44 @@ func testDeleteQueue(e *env) {
 	}
 }
 
+// DeleteExchange takes the exchange's bindings with it and leaves their
+// queues and messages; deleting a missing exchange is not an error, and the
+// predeclared ones cannot be deleted.
+func testDeleteExchange(e *env) {
+	tr := e.client()
+	x := e.exchange("x", "direct")
+	q := e.queue("q", nil)
+	e.declare(transport.Binding{Exchange: x, Key: "k", Queue: q})
+	e.publish(tr, transport.Message{Exchange: x, RoutingKey: "k", MessageID: "before"})
+	if err := tr.DeleteExchange(e.ctx(), x); err != nil {
+		e.t.Fatalf("DeleteExchange(%q): %v", x, err)
+	}
+	err := tr.Publish(e.ctx(), transport.Message{Exchange: x, RoutingKey: "k", Body: []byte("x")})
+	if !errors.Is(err, transport.ErrNotFound) {
+		e.t.Errorf("Publish to a deleted exchange = %v; want ErrNotFound", err)
+	}
+	if err := tr.DeleteExchange(e.ctx(), x); err != nil {
+		e.t.Errorf("deleting a deleted exchange = %v; want nil", err)
+	}
+	if ids := e.drainIDs(tr, q); !slices.Equal(ids, []string{"before"}) {
+		e.t.Errorf("the bound queue holds %q after its exchange was deleted; want the message routed before", ids)
+	}
+	// Declared again, the exchange has no bindings: the old one went with it.
+	e.declare(transport.Exchange{Name: x, Kind: "direct"})
+	err = tr.Publish(e.ctx(), transport.Message{Exchange: x, RoutingKey: "k", Body: []byte("x")})
+	if !errors.Is(err, transport.ErrUnroutable) {
+		e.t.Errorf("Publish through a binding of the deleted exchange = %v; want ErrUnroutable", err)
+	}
+	if err := tr.DeleteExchange(e.ctx(), "amq.direct"); err == nil {
+		e.t.Errorf("DeleteExchange(amq.direct) succeeded; want an error")
+	}
+	// The client still works after the refusal.
+	e.publish(tr, transport.Message{RoutingKey: q, MessageID: "after"})
+	if ids := e.drainIDs(tr, q); !slices.Equal(ids, []string{"after"}) {
+		e.t.Errorf("queue holds %q; want the message published after the refusal", ids)
+	}
+}
+
 func testQuorumDeliveryLimit(e *env) {
 	const limit = 2
 	tr := e.client()

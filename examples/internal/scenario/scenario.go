@@ -22,8 +22,8 @@ type OrderPlaced struct {
 	TotalCents int64  `json:"totalCents"`
 }
 
-// RetryDelays are the tour's retry tiers: short, so it finishes quickly.
-var RetryDelays = []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}
+// Policy is the tour's retry policy: short tiers, so it finishes quickly.
+var Policy = acemq.RetryPolicy{MaxAttempts: 5, Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}}
 
 // stampTenant is a publish interceptor: every message out of this Conn
 // carries the tenant it was published for.
@@ -66,13 +66,12 @@ func Run(ctx context.Context, url, queue string, out io.Writer) error {
 		fmt.Fprintln(out, strings.TrimRight(line, " "))
 		settled <- struct{}{}
 	})
-	policy := acemq.RetryPolicy{MaxAttempts: 5, Delays: RetryDelays}
 
 	// The service: serves tenant alpha and stamps it on what it publishes.
 	alpha, err := acemq.Connect(ctx, url,
 		acemq.WithPublishInterceptor(stampTenant("alpha")),
 		acemq.WithConsumeInterceptor(refuseOtherTenants("alpha")),
-		acemq.WithRetryPolicy(policy), report)
+		acemq.WithRetryPolicy(Policy), report)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,71 @@
+package acemq
+
+import (
+	"context"
+	"errors"
+	"maps"
+)
+
+// Topology returns what the consumer declared in NewConsumer (or, with
+// NoDeclare, expects to find): its queue, {queue}.dlq, {queue}.parked,
+// one {queue}.retry.{delay} per tier of its retry policy, and the bindings
+// Bind asked for. Conn.Delete removes them all again; acemqtest.DeleteAfter
+// does that when a test ends. The slice is the caller's.
+func (c *Consumer[T]) Topology() []Topology {
+	if c == nil {
+		return nil
+	}
+	return c.e.declared()
+}
+
+// Topology returns what the router declared in NewRouter, as
+// Consumer.Topology does for a consumer.
+func (r *Router) Topology() []Topology {
+	if r == nil {
+		return nil
+	}
+	return r.e.declared()
+}
+
+// declared is a copy of the engine's topology, so that callers cannot
+// change what the engine declares again.
+func (e *engine) declared() []Topology {
+	if e == nil {
+		return nil
+	}
+	t := e.topology()
+	for i, it := range t {
+		switch v := it.(type) {
+		case Queue:
+			v.Args = maps.Clone(v.Args)
+			t[i] = v
+		case Exchange:
+			v.Args = maps.Clone(v.Args)
+			t[i] = v
+		}
+	}
+	return t
+}
+
+// Delete deletes the queues and exchanges among t, with their messages
+// and bindings: the inverse of Declare, for tests and tools that clean up
+// what they declared (Consumer.Topology and Router.Topology list it). A
+// Binding or ExchangeBinding is not deleted on its own; it goes with its
+// queue or exchange. A queue or exchange that does not exist is not an
+// error. Every item is tried; the error joins the failures. A transport
+// that reconnects does not declare the deleted ones again.
+func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var errs []error
+	for _, it := range t {
+		switch v := it.(type) {
+		case Queue:
+			errs = append(errs, c.t.DeleteQueue(ctx, v.Name))
+		case Exchange:
+			errs = append(errs, c.t.DeleteExchange(ctx, v.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
