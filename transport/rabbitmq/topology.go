@@ -209,13 +209,25 @@ func (t *Transport) record(it transport.Topology) {
 			}
 			continue
 		}
+		if x, ok := it.(transport.Exchange); ok { // Args makes it incomparable
+			if hx, ok := have.(transport.Exchange); ok && hx.Name == x.Name {
+				x.Args = maps.Clone(x.Args)
+				t.topo[i] = x
+				return
+			}
+			continue
+		}
 		if have == it {
 			return
 		}
 	}
-	if q, ok := it.(transport.Queue); ok {
-		q.Args = maps.Clone(q.Args)
-		it = q
+	switch v := it.(type) {
+	case transport.Queue:
+		v.Args = maps.Clone(v.Args)
+		it = v
+	case transport.Exchange:
+		v.Args = maps.Clone(v.Args)
+		it = v
 	}
 	t.topo = append(t.topo, it)
 }
