@@ -8,12 +8,12 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault test-cluster vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test test-unit test-fault test-leftovers test-cluster vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
 # The full proof of the library on one broker: vet, the race-enabled suite,
 # then the broker fault tests on their own (they restart the broker, so
 # nothing may run beside them). CI (.ci/run) then runs test-cluster too.
-test: vet test-unit fuzz-short test-fault
+test: vet test-unit fuzz-short test-fault test-leftovers
 
 vet:
 	$(GO) vet ./...
@@ -26,6 +26,12 @@ test-unit:
 # `go test ./...` never disturbs a broker; these targets set it.
 test-fault:
 	ACEMQ_FAULT_TESTS=1 $(GO) test -race -count=1 -p 1 -v -timeout 15m $(FAULT)
+
+# Every test deletes what it declares: this fails when a queue or exchange
+# with a test's name is left on the broker (it asks rabbitmqctl, so run it
+# when no other test run shares the broker). -delete removes them.
+test-leftovers:
+	$(GO) run ./internal/leftovers
 
 # The cluster tests start acemq-t1..3@localhost on ports 5811-5813 and
 # remove them when they end; the second command removes them even when the

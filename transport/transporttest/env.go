@@ -83,12 +83,26 @@ func (e *env) declareQueue(q transport.Queue) string {
 	return q.Name
 }
 
-// exchange declares an exchange of kind unique to this subtest.
+// exchange declares an exchange of kind unique to this subtest, deleted
+// when it ends.
 func (e *env) exchange(base, kind string) string {
 	e.t.Helper()
 	name := e.name(base)
 	e.declare(transport.Exchange{Name: name, Kind: kind})
+	e.deleteExchangeAfter(name)
 	return name
+}
+
+// deleteExchangeAfter deletes exchange when the test ends; a test that
+// declares one itself calls it first.
+func (e *env) deleteExchangeAfter(exchange string) {
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.f.Timeout)
+		defer cancel()
+		if err := e.admin.DeleteExchange(ctx, exchange); err != nil {
+			e.t.Errorf("DeleteExchange(%q): %v", exchange, err)
+		}
+	})
 }
 
 // declare declares topology, failing the test on error.

@@ -12,9 +12,8 @@
 // # What it asks of the broker
 //
 // The broker may be shared with other tests: every subtest names its queues
-// and exchanges "tt.<subtest>.<random>.<what>", deletes its queues when it
-// ends, and declares six exchanges per Run, which stay behind because a
-// Transport cannot delete exchanges. Subtests run in parallel.
+// and exchanges "tt.<subtest>.<random>.<what>" and deletes all of them when
+// it ends. Subtests run in parallel.
 //
 // # What it demands beyond the transport package
 //
