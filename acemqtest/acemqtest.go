@@ -1,6 +1,7 @@
 // Package acemqtest helps users' tests, and acemq's own, reach a broker: an
 // in-process one for unit tests, or a real RabbitMQ (and PostgreSQL for the
-// outbox) found through the environment, on this machine, or in a container.
+// outbox) found through the environment, on this machine, or in a container
+// when the test binary imports package acemqtest/container.
 package acemqtest
 
 import (

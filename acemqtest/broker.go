@@ -16,7 +16,15 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest/internal/starter"
 	"github.com/acemq/acemq/internal/urls"
+)
+
+// The images package acemqtest/container starts when no broker or
+// database answers in the environment or locally.
+const (
+	RabbitMQImage = "rabbitmq:3.13-alpine"
+	PostgresImage = "postgres:16-alpine"
 )
 
 // Where brokers are looked for, after the environment.
@@ -46,8 +54,8 @@ var (
 // RabbitMQ returns the URL of a RabbitMQ broker for the test: the value of
 // $ACEMQ_RABBITMQ_URL when set, else LocalRabbitMQ when a broker there
 // accepts an AMQP login, else a RabbitMQImage container started through
-// testcontainers-go when a Docker engine answers (one for the whole test
-// binary). When none is found the test is skipped with the reason, or fails
+// testcontainers-go when the test binary links package acemqtest/container
+// and a Docker engine answers (one for the whole test binary). When none is found the test is skipped with the reason, or fails
 // when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
@@ -63,7 +71,7 @@ func RabbitMQ(t testing.TB) string {
 			rabbitURL = LocalRabbitMQ
 			return
 		}
-		u, cerr := rabbitMQContainer()
+		u, cerr := fromContainer(starter.RabbitMQ)
 		if cerr != nil {
 			rabbitReason = fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v; "+
 				"set the variable or start a local broker", acemq.Redact(LocalRabbitMQ), err, cerr)
@@ -81,7 +89,8 @@ func RabbitMQ(t testing.TB) string {
 // value of $ACEMQ_POSTGRES_URL when set, else LocalPostgres when a server
 // there answers PostgreSQL's SSLRequest (no SQL session is opened, so
 // acemqtest needs no database driver), else a PostgresImage container when
-// a Docker engine answers. When none is found the test is skipped with the
+// the test binary links package acemqtest/container and a Docker engine
+// answers. When none is found the test is skipped with the
 // reason, or fails when $ACEMQ_REQUIRE_BROKER is 1.
 func Postgres(t testing.TB) string {
 	t.Helper()
@@ -97,7 +106,7 @@ func Postgres(t testing.TB) string {
 			pgURL = LocalPostgres
 			return
 		}
-		u, cerr := postgresContainer()
+		u, cerr := fromContainer(starter.Postgres)
 		if cerr != nil {
 			pgReason = fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, 127.0.0.1:5432 does not answer (%v), and no container: %v; "+
 				"set the variable or start a local server", err, cerr)
@@ -109,6 +118,15 @@ func Postgres(t testing.TB) string {
 		missing(t, pgReason)
 	}
 	return pgURL
+}
+
+// fromContainer starts a container with start, which package
+// acemqtest/container provides when it is linked.
+func fromContainer(start func() (string, error)) (string, error) {
+	if start == nil {
+		return "", errors.New(`this test binary does not import "github.com/acemq/acemq/acemqtest/container", which starts one in Docker`)
+	}
+	return start()
 }
 
 // missing skips the test, or fails it when a broker is required.

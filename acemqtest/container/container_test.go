@@ -1,4 +1,4 @@
-package acemqtest
+package container
 
 import (
 	"context"

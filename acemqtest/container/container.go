@@ -1,4 +1,13 @@
-package acemqtest
+// Package container lets acemqtest.RabbitMQ and acemqtest.Postgres start a
+// broker or database in Docker (with testcontainers-go) when none answers
+// in the environment or on this machine. Import it for that effect, in one
+// test file of the package whose tests need it:
+//
+//	import _ "github.com/acemq/acemq/acemqtest/container"
+//
+// It is a package of its own so that test binaries that reach a broker by
+// URL do not link, nor compile, the Docker client.
+package container
 
 import (
 	"context"
@@ -7,13 +16,15 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/acemqtest/internal/starter"
 )
 
-// The images started when no broker or database answers locally.
-const (
-	RabbitMQImage = "rabbitmq:3.13-alpine"
-	PostgresImage = "postgres:16-alpine"
-)
+func init() {
+	starter.RabbitMQ = rabbitMQContainer
+	starter.Postgres = postgresContainer
+}
 
 // containerTimeout bounds pulling and starting a container.
 const containerTimeout = 3 * time.Minute
@@ -53,9 +64,9 @@ func startContainer(image, port string, env map[string]string, ready wait.Strate
 	return hostPort, nil
 }
 
-// rabbitMQContainer starts RabbitMQImage and returns its AMQP URL.
+// rabbitMQContainer starts acemqtest.RabbitMQImage and returns its AMQP URL.
 func rabbitMQContainer() (string, error) {
-	hostPort, err := startContainer(RabbitMQImage, "5672/tcp", nil,
+	hostPort, err := startContainer(acemqtest.RabbitMQImage, "5672/tcp", nil,
 		wait.ForAll(wait.ForListeningPort("5672/tcp"), wait.ForLog("Server startup complete")))
 	if err != nil {
 		return "", err
@@ -63,9 +74,9 @@ func rabbitMQContainer() (string, error) {
 	return "amqp://guest:guest@" + hostPort + "/", nil
 }
 
-// postgresContainer starts PostgresImage and returns its URL.
+// postgresContainer starts acemqtest.PostgresImage and returns its URL.
 func postgresContainer() (string, error) {
-	hostPort, err := startContainer(PostgresImage, "5432/tcp",
+	hostPort, err := startContainer(acemqtest.PostgresImage, "5432/tcp",
 		map[string]string{"POSTGRES_PASSWORD": "postgres", "POSTGRES_DB": "test"},
 		wait.ForAll(wait.ForListeningPort("5432/tcp"), wait.ForLog("database system is ready to accept connections").WithOccurrence(2)))
 	if err != nil {
