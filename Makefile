@@ -8,16 +8,27 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault test-leftovers test-cluster vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test test-unit test-fault test-leftovers test-cluster vet lint bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
-# The full proof of the library on one broker: vet, the race-enabled suite,
+# The full proof of the library on one broker: lint, the race-enabled suite,
 # then the broker fault tests on their own (they restart the broker, so
 # nothing may run beside them). CI (.ci/run) then runs test-cluster too.
-test: vet test-unit fuzz-short test-fault test-leftovers
+test: lint test-unit fuzz-short test-fault test-leftovers
 
+# vet and staticcheck build with -race, as test-unit does, so a fresh
+# clone compiles the dependency graph once for all three instead of once
+# more for the checks.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	@test -z "$$(gofmt -l .)" || (echo "gofmt would change:"; gofmt -l .; exit 1)
+
+# vet, gofmt and staticcheck, pinned; installed into .bin on first use.
+STATICCHECK := .bin/staticcheck
+lint: vet $(STATICCHECK)
+	GOFLAGS="$$($(GO) env GOFLAGS) -race" $(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 test-unit:
 	$(GO) test -race -count=1 $(PKGS)
