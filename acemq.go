@@ -72,18 +72,14 @@ func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, err
 }
 
 // dial picks a transport by the URL's scheme. A comma-separated list names
-// the nodes of one RabbitMQ cluster: every entry must then be amqp:// or
-// amqps://; the transport checks each entry further.
+// the nodes of one RabbitMQ cluster, whose entries the RabbitMQ transport
+// checks; only a memory:// entry among them, which that transport would call
+// merely "not amqp://", is named here.
 func dial(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transport, error) {
 	if entries := urls.Split(rawURL); len(entries) > 1 {
 		for i, e := range entries {
-			switch scheme := urls.Scheme(e); {
-			case e == "":
-				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is empty", i+1, Redact(rawURL))
-			case scheme == "memory":
+			if urls.Scheme(e) == "memory" {
 				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is a memory:// URL, which cannot be mixed with RabbitMQ nodes", i+1, Redact(rawURL))
-			case scheme != "amqp" && scheme != "amqps":
-				return nil, fmt.Errorf("acemq: entry %d of the URL list %s is not an amqp:// or amqps:// URL", i+1, Redact(rawURL))
 			}
 		}
 		return dialRabbitMQ(ctx, rawURL, cfg)

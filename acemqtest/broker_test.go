@@ -155,11 +155,25 @@ func TestDeleteQueuesAfterDeletesDerivedQueues(t *testing.T) {
 	}
 }
 
+// cleanups counts the cleanups registered on it instead of running them.
+type cleanups struct {
+	testing.TB
+	n int
+}
+
+func (c *cleanups) Cleanup(func()) { c.n++ }
+
 func TestDeleteQueuesAfterIgnoresMemory(t *testing.T) {
 	t.Parallel()
-	t.Run("inner", func(t *testing.T) {
-		DeleteQueuesAfter(t, Memory(t), "q")
-	})
+	c := &cleanups{TB: t}
+	DeleteQueuesAfter(c, Memory(t), "q")
+	if c.n != 0 {
+		t.Errorf("DeleteQueuesAfter registered %d cleanups for a memory:// URL; want none", c.n)
+	}
+	DeleteQueuesAfter(c, LocalRabbitMQ, "q")
+	if c.n != 1 {
+		t.Errorf("DeleteQueuesAfter registered %d cleanups for an amqp:// URL; want 1", c.n)
+	}
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
