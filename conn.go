@@ -158,7 +158,12 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		if errors.Is(err, ErrUnroutable) {
+			// The transport's text names the exchange and key already.
+			err = wrapf("publishing %s: %w", msg.MessageID, err)
+		} else {
+			err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		}
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
 	return err
