@@ -10,10 +10,13 @@ FUZZTIME ?= 30s
 
 .PHONY: test test-unit test-fault test-leftovers test-cluster vet lint bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
-# The full proof of the library on one broker: lint, the race-enabled suite,
-# then the broker fault tests on their own (they restart the broker, so
-# nothing may run beside them). CI (.ci/run) then runs test-cluster too.
-test: lint test-unit fuzz-short test-fault test-leftovers
+# The full proof of the library on one broker: lint, the race-enabled suite
+# (the fuzz targets' seed corpora included), then the broker fault tests on
+# their own (they restart the broker, so nothing may run beside them), then
+# the check that nothing was left behind. CI (.ci/run) then fuzzes beyond
+# the seeds (fuzz-short: a third build of the standard library and the
+# dependencies, instrumented for coverage) and runs test-cluster.
+test: lint test-unit test-fault test-leftovers
 
 # vet and staticcheck build with -race, as test-unit does, so a fresh
 # clone compiles the dependency graph once for all three instead of once
