@@ -8,28 +8,50 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault test-cluster test-container vet bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test test-unit test-fault test-leftovers test-cluster test-container vet lint bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
-# Everything CI runs: vet, the race-enabled suite, then the broker fault
-# tests on their own (they restart the shared broker, so nothing may run
-# beside them), then the cluster tests on three nodes of their own.
-test: vet test-unit fuzz-short test-fault test-cluster
+# The full proof of the library on one broker: lint, the race-enabled suite
+# (the fuzz targets' seed corpora included), then the broker fault tests on
+# their own (they restart the broker, so nothing may run beside them), then
+# the check that nothing was left behind. CI (.ci/run) then fuzzes beyond
+# the seeds (fuzz-short: a third build of the standard library and the
+# dependencies, instrumented for coverage) and runs test-cluster.
+test: lint test-unit test-fault test-leftovers
 
+# vet and staticcheck build with -race, as test-unit does, so a fresh
+# clone compiles the dependency graph once for all three instead of once
+# more for the checks.
 vet:
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	@test -z "$$(gofmt -l .)" || (echo "gofmt would change:"; gofmt -l .; exit 1)
+
+# vet, gofmt and staticcheck, pinned; installed into .bin on first use.
+STATICCHECK := .bin/staticcheck
+lint: vet $(STATICCHECK)
+	GOFLAGS="$$($(GO) env GOFLAGS) -race" $(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/.bin $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 test-unit:
 	$(GO) test -race -count=1 $(PKGS)
 
+# The fault and cluster tests skip unless their variable is set, so that
+# `go test ./...` never disturbs a broker; these targets set it.
 test-fault:
-	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(FAULT)
+	ACEMQ_FAULT_TESTS=1 $(GO) test -race -count=1 -p 1 -v -timeout 15m $(FAULT)
+
+# Every test deletes what it declares: this fails when a queue or exchange
+# with a test's name is left on the broker (it asks rabbitmqctl, so run it
+# when no other test run shares the broker). -delete removes them.
+test-leftovers:
+	$(GO) run ./internal/leftovers
 
 # The cluster tests start acemq-t1..3@localhost on ports 5811-5813 and
 # remove them when they end; the second command removes them even when the
 # test binary itself died (a timeout, say).
 test-cluster:
-	$(GO) test -race -count=1 -p 1 -v -timeout 15m $(CLUSTER); \
+	ACEMQ_CLUSTER_TESTS=1 $(GO) test -race -count=1 -p 1 -v -timeout 15m $(CLUSTER); \
 	status=$$?; $(CLUSTERCMD) -name acemq-t -port 5811 down; exit $$status
 
 # acemqtest's container fallback, run for real and offline: images built

@@ -32,12 +32,15 @@ func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []Publi
 	start := nowNano() // every body is encoded: the publish clock starts here
 	if bp, ok := c.t.(transport.BatchPublisher); ok {
 		errs := bp.PublishBatch(ctx, wire)
-		for j := range wire {
-			err := fmt.Errorf("acemq: the transport answered %d of a batch of %d: the rest were not confirmed", len(errs), len(wire))
-			if len(errs) == len(wire) {
-				err = errs[j]
+		if len(errs) != len(wire) { // a transport's bug: no message may pass as confirmed
+			short := fmt.Errorf("acemq: the transport answered %d of a batch of %d: the rest were not confirmed", len(errs), len(wire))
+			errs = make([]error, len(wire))
+			for j := range errs {
+				errs[j] = short
 			}
-			results[idx[j]].Err = c.published(ctx, wire[j], start, err)
+		}
+		for j := range wire {
+			results[idx[j]].Err = c.published(ctx, wire[j], start, errs[j])
 		}
 		return
 	}

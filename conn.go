@@ -158,7 +158,12 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		if errors.Is(err, ErrUnroutable) {
+			// The transport's text names the exchange and key already.
+			err = wrapf("publishing %s: %w", msg.MessageID, err)
+		} else {
+			err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		}
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
 	return err
@@ -192,24 +197,15 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 
 // Health returns nil when the transport is connected and every running
 // consumer is consuming; otherwise an error saying what is down and since
-// when. A running Consumer or Router that is paused is not consuming: by
-// Pause (`consumer of "orders" paused by Pause since T`) or by its kill
-// switch (`consumer of "orders" paused by the kill switch since T after N
-// failures in W`, then when it probes next).
+// when, which wraps a sentinel per problem: ErrUnavailable for the
+// connection (down, blocked by the broker, or a consumer's subscription
+// lost), ErrPaused for a running Consumer or Router paused by Pause
+// (`consumer of "orders" paused by Pause since T`), ErrTripped for one its
+// kill switch paused (`consumer of "orders" paused by the kill switch since
+// T after N failures in W`, then when it probes next), and ErrClosed after
+// Close. HealthReport gives the same per connection and per consumer.
 func (c *Conn) Health(ctx context.Context) error {
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return wrapf("checking health: %w", err)
-	}
-	errs := []error{c.t.Health(ctx)}
-	for _, e := range c.runningEngines() {
-		if paused, why := e.paused(); paused {
-			errs = append(errs, wrapf("%s", why))
-		}
-	}
-	return errors.Join(errs...)
+	return c.HealthReport(ctx).Err()
 }
 
 // addRunning and removeRunning keep the set of engines whose Run runs.

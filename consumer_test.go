@@ -65,6 +65,7 @@ func TestNewConsumerRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	c := connect(t)
 	h := func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() }
+	var nilCtx context.Context // what a caller's unset field passes: DeclareContext must refuse it
 	for _, tc := range []struct {
 		name  string
 		queue string
@@ -76,7 +77,7 @@ func TestNewConsumerRefusesBadInput(t *testing.T) {
 		{"nil handler", "q", nil, nil, "nil handler"},
 		{"zero concurrency", "q", h, []acemq.ConsumerOption{acemq.Concurrency(0)}, "Concurrency(0)"},
 		{"negative prefetch", "q", h, []acemq.ConsumerOption{acemq.Prefetch(-1)}, "Prefetch(-1)"},
-		{"nil declare ctx", "q", h, []acemq.ConsumerOption{acemq.DeclareContext(nil)}, "DeclareContext was given a nil ctx"},
+		{"nil declare ctx", "q", h, []acemq.ConsumerOption{acemq.DeclareContext(nilCtx)}, "DeclareContext was given a nil ctx"},
 		{"bad delay", "q", h, []acemq.ConsumerOption{acemq.WithConsumerRetry(acemq.RetryPolicy{Delays: []time.Duration{time.Microsecond}})}, "Delays[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,9 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 			o.applyConsumer(&cfg)
 		}
 	}
+	if who == "router" && len(cfg.accept) > 0 {
+		cfg.errs = append(cfg.errs, errors.New("AcceptTypes is for a Consumer; give a route TypeName instead"))
+	}
 	if len(cfg.errs) > 0 {
 		return nil, wrapf("%s of %q: %w", who, queue, errors.Join(cfg.errs...))
 	}
@@ -114,11 +117,19 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 			ctx, cancel = context.WithTimeout(context.Background(), declareTimeout)
 			defer cancel()
 		}
-		if err := c.t.Declare(ctx, e.topology()...); err != nil {
-			return e, wrapf("declaring the queues of %s %q: %w", who, queue, err)
+		if err := e.declare(ctx); err != nil {
+			return e, err
 		}
 	}
 	return e, nil
+}
+
+// declare declares the queue's topology within ctx.
+func (e *engine) declare(ctx context.Context) error {
+	if err := e.conn.t.Declare(ctx, e.topology()...); err != nil {
+		return wrapf("declaring the queues of %s %q: %w", e.who, e.queue, err)
+	}
+	return nil
 }
 
 // declareTimeout bounds the declarations of NewConsumer and NewRouter

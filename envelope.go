@@ -109,7 +109,8 @@ func newID() string {
 // reserved headers only what no property holds, only when it differs from
 // the default (SPEC §3). Application headers in the reserved namespace are
 // dropped. moved says the message is one the engine moves (a retry, a dead
-// letter, a parking, a replay, a relay): only such a message carries Error.
+// letter, a parking, a replay, a relay): only such a message carries Error,
+// and it goes without the broker's own headers (isBrokerHeader).
 func render(e *Envelope, exchange, key, contentType string, body []byte, moved bool) transport.Message {
 	m := transport.Message{
 		Exchange:      exchange,
@@ -141,7 +142,7 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	}
 	clean := true
 	for k := range e.Headers {
-		if isReserved(k) {
+		if isReserved(k) || moved && isBrokerHeader(k) {
 			clean = false
 			break
 		}
@@ -156,7 +157,7 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	}
 	h := make(map[string]any, len(e.Headers)+extra)
 	for k, v := range e.Headers {
-		if !isReserved(k) {
+		if !isReserved(k) && !(moved && isBrokerHeader(k)) {
 			h[k] = v
 		}
 	}
@@ -184,6 +185,18 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 		m.Headers = h
 	}
 	return m
+}
+
+// isBrokerHeader reports whether name is one of the headers RabbitMQ adds
+// itself: x-death and x-first-death-* and x-last-death-* when it
+// dead-letters a message, x-delivery-count on a quorum queue's redelivery.
+// The Envelope keeps them readable on the delivery; a move never
+// republishes them, so they do not pile up hop after hop (and RabbitMQ
+// 3.13+ ignores an x-death a client sends).
+func isBrokerHeader(name string) bool {
+	name = strings.ToLower(name)
+	return name == "x-death" || name == "x-delivery-count" ||
+		strings.HasPrefix(name, "x-first-death-") || strings.HasPrefix(name, "x-last-death-")
 }
 
 // wireTime is t as the AMQP timestamp property holds it: whole seconds, UTC.

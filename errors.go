@@ -21,6 +21,13 @@ var (
 	ErrUnroutable = transport.ErrUnroutable
 	// ErrNacked reports a publish the broker refused.
 	ErrNacked = transport.ErrNacked
+	// ErrTopologyConflict reports a declaration (by NewConsumer, NewRouter
+	// or Declare) that contradicts what the broker has: a queue that exists
+	// with other arguments, an exchange of another kind.
+	ErrTopologyConflict = transport.ErrTopologyConflict
+	// ErrNotFound reports a queue or exchange that does not exist: a Bind to
+	// a missing exchange, a NoDeclare consumer whose queues are missing.
+	ErrNotFound = transport.ErrNotFound
 	// ErrFatal marks an error no retry can fix; see Fatal.
 	ErrFatal = errors.New("acemq: fatal")
 )

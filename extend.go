@@ -3,6 +3,7 @@ package acemq
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/acemq/acemq/internal/extend"
 	"github.com/acemq/acemq/transport"
@@ -54,6 +55,7 @@ func init() {
 		Move: func(c *Conn, ctx context.Context, from *transport.Delivery, m RawMessage) (ackErr, err error) {
 			return c.moveRaw(ctx, m, from)
 		},
+		Logger: func(c *Conn) *slog.Logger { return c.cfg.logger },
 		Reserved: func(e *Envelope, create bool) map[string]any {
 			if e == nil {
 				return nil

@@ -279,6 +279,14 @@ func outage(t *testing.T, opts ...acemq.ConsumerOption) {
 		run(t, cons)
 		eventually(t, "the kill switch to trip", func() bool { return logs.count(logTripped) > 0 })
 		assert.True(t, healthSays(c, fmt.Sprintf("consumer of %q paused by the kill switch since ", q)), "Health: %v", c.Health(context.Background()))
+		health := c.Health(context.Background())
+		assert.ErrorIs(t, health, acemq.ErrTripped)
+		assert.NotErrorIs(t, health, acemq.ErrPaused, "a trip is not a Pause")
+		assert.NotErrorIs(t, health, acemq.ErrUnavailable, "the broker is fine")
+		if cs := c.HealthReport(context.Background()).Consumers; assert.Len(t, cs, 1) {
+			assert.Equal(t, acemq.StateTripped, cs[0].State)
+			assert.False(t, cs[0].Since.IsZero())
+		}
 		assert.Equal(t, int64(1), pausedGauge(t, reader, q))
 		pausedAt := time.Now()
 		send(before, during) // the load goes on while the consumer is paused

@@ -95,11 +95,8 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 	if ok {
 		return opts
 	}
-	kv := []attribute.KeyValue{attrSystem.String("rabbitmq"), attrDestination.String(destination)}
-	if outcome != "" {
-		kv = append(kv, attrOutcome.String(outcome))
-	}
-	set := metric.WithAttributeSet(attribute.NewSet(kv...))
+	set := metric.WithAttributeSet(attribute.NewSet(attrSystem.String("rabbitmq"),
+		attrDestination.String(destination), attrOutcome.String(outcome)))
 	opts = &attrOpts{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
 	in.mu.Lock()
 	defer in.mu.Unlock()

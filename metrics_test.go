@@ -46,7 +46,7 @@ func points(t *testing.T, reader *sdkmetric.ManualReader, name string) map[strin
 func attrs(s attribute.Set) string {
 	var out string
 	for _, kv := range s.ToSlice() {
-		out += string(kv.Key) + "=" + kv.Value.Emit() + " "
+		out += string(kv.Key) + "=" + kv.Value.String() + " "
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package acemq_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -76,4 +78,50 @@ func withoutDeath(h map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// TestMovesDropTheBrokersHeaders: a message retried through two tiers and
+// then dead-lettered reads the broker's x-death bookkeeping on each
+// delivery, but no move republishes it: the second delivery's x-death
+// names the first tier alone, the third's the second tier alone, and the
+// dead letter carries none of it.
+func TestMovesDropTheBrokersHeaders(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.RabbitMQ(t)
+	got, hook := newSettlements()
+	c := connectURL(t, url, hook, acemq.WithRetryPolicy(fastRetry))
+	q := consumerQueue(t, url, fastRetry)
+	type seen struct {
+		attempt    int
+		firstDeath any // x-first-death-queue
+		deaths     int // entries of x-death
+	}
+	seenCh := make(chan seen, 4)
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[OrderPlaced]) acemq.Ack {
+		deaths, _ := m.Envelope.Headers["x-death"].([]any)
+		seenCh <- seen{m.Envelope.Attempt, m.Envelope.Headers["x-first-death-queue"], len(deaths)}
+		if m.Envelope.Attempt < 3 {
+			return acemq.Retry(errors.New("not yet"))
+		}
+		return acemq.Reject(errors.New("no"))
+	})
+	require.NoError(t, err)
+	run(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{OrderID: "9"}))
+	assert.Equal(t, acemq.OutcomeRetried, got.next(t).Outcome)
+	assert.Equal(t, acemq.OutcomeRetried, got.next(t).Outcome)
+	assert.Equal(t, acemq.OutcomeRejected, got.next(t).Outcome)
+	tier1, tier2 := acemq.RetryQueue(q, fastRetry.Delays[0]), acemq.RetryQueue(q, fastRetry.Delays[1])
+	assert.Equal(t, seen{1, nil, 0}, <-seenCh, "the first delivery")
+	assert.Equal(t, seen{2, tier1, 1}, <-seenCh, "the second delivery reads the broker's headers")
+	assert.Equal(t, seen{3, tier2, 1}, <-seenCh, "the third: the retry to the second tier did not carry the first tier's")
+
+	dl := take(t, c, acemq.DeadLetterQueue(q))
+	for k := range dl.Headers {
+		switch {
+		case k == "x-death", k == "x-delivery-count", strings.HasPrefix(k, "x-first-death-"), strings.HasPrefix(k, "x-last-death-"):
+			t.Errorf("the dead letter carries the broker's header %s = %v", k, dl.Headers[k])
+		}
+	}
+	assert.Equal(t, "the handler rejected it: no", dl.Headers["x-acemq-error"])
 }

@@ -15,10 +15,11 @@ import (
 // parked, reason `no handler for type "X" on queue "Q"`.
 type Router struct {
 	e   *engine
-	err error // from NewRouter, reported by Run
+	err error // an invalid option, from NewRouter, reported by every Run
 
-	mu     sync.Mutex
-	routes []namedRoute // in the order Route was called
+	mu         sync.Mutex
+	routes     []namedRoute // in the order Route was called
+	undeclared bool         // NewRouter's declaration failed: Run declares first
 }
 
 type namedRoute struct {
@@ -37,12 +38,16 @@ type routeConfig struct {
 
 // NewRouter returns a router of queue. Like NewConsumer, and with the same
 // options, it declares the queue and its ladder before it returns unless
-// NoDeclare is given; what goes wrong there, or in the options, is what Run
-// returns. Add handlers with Route, then start it with Run.
+// NoDeclare is given. An invalid option (AcceptTypes among them: a route
+// takes a TypeName instead) is found before any I/O, and every Run returns
+// it. A declaration that fails is tried again by Run, which returns its
+// error while it still fails: a Router built while the broker was down or
+// refused the queue works once that is fixed. Add handlers with Route, then
+// start it with Run.
 func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
 	e, err := newEngine(c, queue, "router", opts)
-	if err == nil && len(e.cfg.accept) > 0 {
-		err = fmt.Errorf("acemq: router of %q was given AcceptTypes; give a route TypeName instead", queue)
+	if e != nil && err != nil {
+		return &Router{e: e, undeclared: true}
 	}
 	return &Router{e: e, err: err}
 }
@@ -88,6 +93,14 @@ func (r *Router) Run(ctx context.Context) error {
 		table, err := r.table()
 		if err != nil {
 			return err
+		}
+		if r.undeclared {
+			dctx, cancel := context.WithTimeout(ctx, declareTimeout)
+			defer cancel()
+			if err := r.e.declare(dctx); err != nil {
+				return err
+			}
+			r.undeclared = false
 		}
 		r.e.routes = table // read only by the workers of this run
 		return nil

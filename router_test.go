@@ -211,3 +211,44 @@ func TestRouterRunsOnceAtATimeAndStopsOnShutdown(t *testing.T) {
 	require.NoError(t, c.Shutdown(ctxT(t)))
 	assert.ErrorIs(t, <-done, acemq.ErrClosed)
 }
+
+// TestNewRouterChecksOptionsBeforeDeclaring: an invalid option fails every
+// Run and NewRouter declared nothing.
+func TestNewRouterChecksOptionsBeforeDeclaring(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := acemqtestQueue(t)
+	r := acemq.NewRouter(c, q, acemq.AcceptTypes("Old"))
+	acemq.Route(r, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() })
+	for range 2 {
+		assert.ErrorContains(t, r.Run(ctxT(t)), "AcceptTypes")
+	}
+	_, err := c.Transport().Inspect(ctxT(t), q)
+	assert.ErrorIs(t, err, acemq.ErrNotFound, "NewRouter declared %s", q)
+}
+
+// TestRouterDeclaresAgainAtRun: a Router whose declaration failed (its
+// queue exists with other arguments) reports that from Run, and once the
+// queue is fixed its next Run declares the ladder and consumes.
+func TestRouterDeclaresAgainAtRun(t *testing.T) {
+	t.Parallel()
+	got, hook := newSettlements()
+	c := connect(t, hook, acemq.WithRetryPolicy(fastRetry))
+	q := acemqtestQueue(t)
+	require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: q, Args: map[string]any{"x-max-length": int64(5)}}))
+	r := acemq.NewRouter(c, q)
+	acemq.Route(r, func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() })
+	err := r.Run(ctxT(t))
+	require.ErrorIs(t, err, acemq.ErrTopologyConflict)
+
+	require.NoError(t, c.Transport().DeleteQueue(ctxT(t), q)) // the operator fixes the queue
+	run(t, r)
+	require.Eventually(t, func() bool {
+		info, err := c.Transport().Inspect(ctxT(t), q)
+		return err == nil && info.Consumers > 0
+	}, 10*time.Second, 5*time.Millisecond, "Run declared and consumes %s", q)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", q).Send(ctxT(t), OrderPlaced{OrderID: "1"}))
+	assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)
+	_, err = c.Transport().Inspect(ctxT(t), acemq.RetryQueue(q, fastRetry.Delays[1]))
+	assert.NoError(t, err, "Run declared the ladder")
+}

@@ -177,3 +177,28 @@ func TestRelayLogsOneLinePerFailedBatch(t *testing.T) {
 	assert.True(t, hasErr, "errors are logged under the key err, as the transport does")
 	assert.Contains(t, line["err"].String(), "nowhere")
 }
+
+// TestRelayLogsToTheConnsLogger: without WithLogger a Relay writes where the
+// Conn does (acemq.WithLogger), not to slog.Default().
+func TestRelayLogsToTheConnsLogger(t *testing.T) {
+	db := openSQLite(t)
+	o := newOutbox(t, db, outbox.SQLite)
+	rec := &recorder{}
+	c := connect(t, acemqtest.Memory(t), acemq.WithLogger(slog.New(rec)))
+	write(t, db, outbox.NewPublisher[Order](o, c, "", "nowhere"), nil, Order{ID: "lost"})
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- outbox.NewRelay(o, c, outbox.PollInterval(time.Hour), outbox.Backoff(time.Hour, time.Hour)).Run(ctx)
+	}()
+	require.Eventually(t, func() bool {
+		for _, r := range rec.records() {
+			if _, ok := r["failed"]; ok {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 5*time.Millisecond, "the relay's failed batch is logged on the Conn's logger")
+	stop()
+	require.NoError(t, <-done)
+}

@@ -57,10 +57,10 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 		Error: e.Error, ReplyTo: e.ReplyTo, Key: e.Key,
 	}
 	var err error
-	if s.Headers, s.Headers64, err = encodeTable(e.Headers, 0); err != nil {
+	if s.Headers, s.Headers64, err = encodeTable(e.Headers); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
-	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false), 0); err != nil {
+	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false)); err != nil {
 		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
@@ -103,14 +103,15 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 const maxDepth = wire.MaxDepth
 
 // encodeTable encodes m's values under their names, and those whose name
-// is not valid UTF-8 apart, under their names in base64.
-func encodeTable(m map[string]any, depth int) (plain, b64 map[string]json.RawMessage, err error) {
+// is not valid UTF-8 apart, under their names in base64. m has passed
+// Prepare's checks (wire.CheckHeaders), which bound its depth.
+func encodeTable(m map[string]any) (plain, b64 map[string]json.RawMessage, err error) {
 	if m == nil {
 		return nil, nil, nil
 	}
 	plain = make(map[string]json.RawMessage, len(m))
 	for k, v := range m {
-		raw, err := encodeValue(v, depth)
+		raw, err := encodeValue(v)
 		if err != nil {
 			return nil, nil, fmt.Errorf("header %q: %w", k, err)
 		}
@@ -127,11 +128,10 @@ func encodeTable(m map[string]any, depth int) (plain, b64 map[string]json.RawMes
 }
 
 // encodeValue stores strings, bools, nil and finite float64s as plain JSON
-// and every other type AMQP tables carry as a tagged object.
-func encodeValue(v any, depth int) (json.RawMessage, error) {
-	if depth > maxDepth {
-		return nil, fmt.Errorf("nested deeper than %d levels", maxDepth)
-	}
+// and every other type AMQP tables carry as a tagged object. Its one
+// refusal, a type no AMQP table carries, is for a caller that skipped
+// Prepare (whose checks refuse such a type first), such as a test.
+func encodeValue(v any) (json.RawMessage, error) {
 	tag := func(t string, x any) (json.RawMessage, error) {
 		b, err := json.Marshal(x)
 		if err != nil {
@@ -183,7 +183,7 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 	case []any:
 		parts := make([]json.RawMessage, len(x))
 		for i, e := range x {
-			raw, err := encodeValue(e, depth+1)
+			raw, err := encodeValue(e)
 			if err != nil {
 				return nil, fmt.Errorf("element %d: %w", i, err)
 			}
@@ -191,7 +191,7 @@ func encodeValue(v any, depth int) (json.RawMessage, error) {
 		}
 		return json.Marshal(parts)
 	case map[string]any:
-		t, b64, err := encodeTable(x, depth+1)
+		t, b64, err := encodeTable(x)
 		if err != nil {
 			return nil, err
 		}

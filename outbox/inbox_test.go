@@ -33,10 +33,9 @@ func newInbox(t *testing.T, db *sql.DB, d outbox.Dialect) *outbox.Inbox {
 func TestInboxClaimCompleteRelease(t *testing.T) {
 	const short = 50 * time.Millisecond
 	type step struct {
-		op    string // claim, complete, release, sleep
-		d     time.Duration
-		want  patterns.ClaimResult
-		label string
+		op   string // claim, complete, release, sleep
+		d    time.Duration
+		want patterns.ClaimResult
 	}
 	tests := []struct {
 		name  string

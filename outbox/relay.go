@@ -142,7 +142,8 @@ func StopTimeout(d time.Duration) RelayOption {
 }
 
 // WithLogger sets where a Relay reports failed publishes and database
-// errors (default slog.Default()).
+// errors (default: the Conn's logger, acemq.WithLogger's or
+// slog.Default()).
 func WithLogger(l *slog.Logger) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if l == nil {
@@ -173,7 +174,7 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 	r := &Relay{o: o, c: c, cfg: relayConfig{
 		batch: DefaultBatchSize, window: DefaultWindow, poll: DefaultPollInterval, lease: DefaultLease,
 		minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff, maxAttempts: DefaultMaxAttempts,
-		stopTimeout: DefaultStopTimeout, logger: slog.Default(),
+		stopTimeout: DefaultStopTimeout,
 	}}
 	for _, opt := range opts {
 		if opt == nil {
@@ -190,6 +191,12 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 	default:
 		r.err = errors.Join(r.cfg.errs...)
 		r.sqls = newRelaySQL(o)
+	}
+	if r.cfg.logger == nil && c != nil {
+		r.cfg.logger = hooks.Logger(c) // the Conn's: WithLogger's or slog.Default()
+	}
+	if r.cfg.logger == nil {
+		r.cfg.logger = slog.Default()
 	}
 	return r
 }

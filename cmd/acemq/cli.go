@@ -36,10 +36,10 @@ type command struct {
 
 // commands are the subcommands, in the order the usage lists them.
 var commands = []command{
-	{"stats", "QUEUE...", "ready and consumer counts of each queue, its .dlq, .parked and retry tiers", runStats},
-	{"peek", "QUEUE [-n N] [-body BYTES]", "show the envelopes of the first N messages; nothing is consumed", runPeek},
-	{"replay", "FROM TO [-limit N] [-type T] [-rate R]", "move messages from FROM (a .dlq or .parked) back to TO", runReplay},
-	{"outbox", "dead|replay [ID...|-all] -db URL [-table T]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
+	{"stats", "QUEUE... [-delays D,D...]", "ready and consumer counts of each queue, its .dlq, .parked and retry tiers", runStats},
+	{"peek", "QUEUE [-n N] [-body BYTES] [-v]", "show the envelopes of the first N messages; nothing is consumed", runPeek},
+	{"replay", "FROM TO [-limit N] [-type T] [-rate R] [-progress D]", "move messages from FROM (a .dlq or .parked) back to TO", runReplay},
+	{"outbox", "dead|replay [ID...|-all] [-db URL] [-table T] [-n N]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
 	{"saga", "show NAME ID | list NAME [-open] [-limit N]  -db URL", "show a saga instance's state, or list a saga's instances", runSaga},
 }
 
@@ -50,7 +50,13 @@ type cli struct {
 	getenv         func(string) string
 	url            string
 	timeout        time.Duration
+	// inProcess allows memory:// URLs: only the command's own tests run it
+	// in the process that holds such a broker.
+	inProcess bool
 }
+
+// memoryInProcess is cli.inProcess for every run; the tests set it.
+var memoryInProcess = false
 
 // usageError is a mistake in the command line: exit status 2.
 type usageError struct{ msg string }
@@ -62,7 +68,7 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // run is the whole command: it parses args (without the program name),
 // runs the subcommand against the broker and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr, getenv: os.Getenv, timeout: 10 * time.Second}
+	c := &cli{stdout: stdout, stderr: stderr, getenv: os.Getenv, timeout: 10 * time.Second, inProcess: memoryInProcess}
 	fs := flag.NewFlagSet("acemq", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.commonFlags(fs)
@@ -181,6 +187,9 @@ func (c *cli) connect(ctx context.Context) (*acemq.Conn, error) {
 		return nil, usagef("-timeout must be positive, not %s", c.timeout)
 	}
 	url := c.brokerURL()
+	if !c.inProcess && urls.Scheme(url) == "memory" {
+		return nil, fmt.Errorf("%s is an in-process broker: it lives inside the program that uses it, and no other process, this command included, can see it; point -url at RabbitMQ", url)
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

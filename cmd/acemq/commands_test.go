@@ -47,8 +47,8 @@ func TestStats(t *testing.T) {
 func TestStatsOfMissingQueue(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "-url", acemqtest.Memory(t), "stats", "ghost")
-	if r.code != exitOK {
-		t.Fatalf("a missing queue is not a failure: exit status %d; stderr:\n%s", r.code, r.stderr)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "acemq: stats: no queue named ghost") {
+		t.Fatalf("a mistyped queue: exit status %d, want %d, and stderr naming it:\n%s", r.code, exitFailure, r.stderr)
 	}
 	if n := strings.Count(r.stdout, "absent"); n != 7 {
 		t.Errorf("%d queues shown absent, want 7 (work, dlq, parked, 4 tiers):\n%s", n, r.stdout)
@@ -72,6 +72,30 @@ func TestStatsSaysNothingWhenTiersAreFound(t *testing.T) {
 	r := runCLI(t, "-url", u, "stats", q)
 	if r.code != exitOK || strings.Contains(r.stdout, "no retry tiers") {
 		t.Errorf("exit status %d; a note about missing tiers where there are some:\n%s", r.code, r.stdout)
+	}
+	want := "Retry tiers looked for: the default retry policy's tiers (1s, 5s, 30s, 2m0s); a consumer with other delays has other tiers: name them with -delays."
+	if !strings.Contains(r.stdout, want) {
+		t.Errorf("stats does not say which tiers it looked for:\n%s", r.stdout)
+	}
+	r = runCLI(t, "-url", u, "stats", q, "-delays", "200ms")
+	if !strings.Contains(r.stdout, "and -delays' (200ms)") {
+		t.Errorf("stats does not say it looked for the -delays tiers too:\n%s", r.stdout)
+	}
+}
+
+// TestMemoryURLIsRefused: outside the tests, a memory:// broker is a new,
+// empty one in the command's own process: the command says so and fails
+// instead of reporting every queue absent.
+func TestMemoryURLIsRefused(t *testing.T) {
+	t.Parallel()
+	var out, errOut strings.Builder
+	c := &cli{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }, url: "memory://orders", timeout: time.Second}
+	err := runStats(context.Background(), c, []string{"orders"})
+	if err == nil || !strings.Contains(err.Error(), "in-process broker") {
+		t.Fatalf("stats on memory:// returned %v, want an error saying it is in-process", err)
+	}
+	if code := c.report(err); code != exitFailure {
+		t.Errorf("exit status %d, want %d", code, exitFailure)
 	}
 }
 

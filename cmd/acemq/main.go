@@ -3,15 +3,18 @@
 // queue and why, and moving messages back to work once their cause is
 // fixed.
 //
-//	acemq [-url URL] stats QUEUE...
-//	acemq [-url URL] peek QUEUE [-n N]
-//	acemq [-url URL] replay FROM TO [-limit N] [-type T] [-rate R]
-//	acemq outbox dead|replay [ID...|-all] -db URL [-table T]
+//	acemq [-url URL] [-timeout D] stats QUEUE... [-delays D,D...]
+//	acemq [-url URL] [-timeout D] peek QUEUE [-n N] [-body BYTES] [-v]
+//	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D]
+//	acemq outbox dead [-db URL] [-table T] [-n N]
+//	acemq outbox replay [-db URL] [-table T] (ID... | -all)
 //	acemq saga show -db URL NAME ID
 //	acemq saga list -db URL NAME [-open] [-limit N]
 //
 // The broker is -url, else $ACEMQ_RABBITMQ_URL, else RabbitMQ's guest
-// account on this machine. Exit status: 0 on success, 1 when something
+// account on this machine; a memory:// broker lives in the process that
+// made it, so the command refuses one. -timeout bounds connecting
+// (default 10s). Exit status: 0 on success, 1 when something
 // failed, 2 for a usage error. docs/operations.md has the details.
 package main
 

@@ -23,6 +23,10 @@ type result struct {
 
 // runCLI runs the command with args, as main would, and returns what it
 // printed.
+// The tests run the command in the process that holds their memory://
+// brokers, so they may name one.
+func init() { memoryInProcess = true }
+
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -58,12 +58,12 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	defer mq.Close()
 	info, err := mq.Transport().Inspect(ctx, from)
 	if err != nil {
-		return fmt.Errorf("replay: %w", err)
+		return fmt.Errorf("replay: the queue to move from, %s: %w", from, err)
 	}
 	// The target must exist before anything is taken or counted: a replay
 	// into nowhere should say so, not report a run of failures.
 	if _, err := mq.Transport().Inspect(ctx, to); err != nil {
-		return fmt.Errorf("replay: %w", err)
+		return fmt.Errorf("replay: the target queue %s: %w", to, err)
 	}
 	fmt.Fprintf(c.stdout, "replaying from %s (%d ready) to %s\n", from, info.Messages, to)
 

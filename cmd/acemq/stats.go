@@ -16,8 +16,10 @@ import (
 // runStats prints the ready and consumer counts of each queue named and of
 // the queues acemq derives from it. AMQP cannot list queues, so the retry
 // tiers are looked up by name: those of the default retry policy (1s, 5s,
-// 30s, 2m) and those of the delays -delays adds. A queue that does not
-// exist is shown as absent rather than failing the command.
+// 30s, 2m) and those of the delays -delays adds, and the output says which
+// every time. A queue that does not exist is shown as absent; a named
+// queue that does not exist (a typo, say) makes the command fail once the
+// table is printed.
 func runStats(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("stats", "QUEUE...", "Ready and consumer counts of each queue, its .dlq, .parked and retry tiers.")
 	var delays durations
@@ -37,7 +39,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tROLE\tREADY\tCONSUMERS")
-	var notes []string
+	var notes, missing []string
 	for _, q := range queues {
 		var tiers, absentTiers []string
 		for _, m := range family(q, slices.Concat(acemq.DefaultRetryPolicy().Delays, delays)) {
@@ -50,6 +52,9 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintf(tw, "%s\t%s\tabsent\t\n", m.name, m.role)
 				if m.tier {
 					absentTiers = append(absentTiers, m.name)
+				}
+				if m.name == q {
+					missing = append(missing, q)
 				}
 			case err != nil:
 				_ = tw.Flush()
@@ -67,8 +72,16 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	looked := "the default retry policy's tiers (1s, 5s, 30s, 2m0s)"
+	if len(delays) > 0 {
+		looked += " and -delays' (" + delays.String() + ")"
+	}
+	fmt.Fprintf(c.stdout, "Retry tiers looked for: %s; a consumer with other delays has other tiers: name them with -delays.\n", looked)
 	for _, n := range notes {
 		fmt.Fprintln(c.stdout, n)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("stats: no queue named %s (the table shows the names looked for)", strings.Join(missing, ", "))
 	}
 	return nil
 }

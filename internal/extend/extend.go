@@ -11,6 +11,7 @@ package extend
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -47,6 +48,11 @@ type Hooks[O, E, C, M any] struct {
 	// from. err is the publish's (from is then unsettled); ackErr the
 	// ack's, after which the original comes again: a duplicate, not a loss.
 	Move func(c *C, ctx context.Context, from *transport.Delivery, m M) (ackErr, err error)
+
+	// Logger returns the logger the Conn writes to (WithLogger's, or
+	// slog.Default()), for a package that runs beside it, the outbox's
+	// relay, to log where its user looks.
+	Logger func(c *C) *slog.Logger
 }
 
 // registered holds the Hooks package acemq registered.

@@ -35,9 +35,6 @@ func Split(list string) []string {
 	return append(out, strings.TrimSpace(list[start:]))
 }
 
-// IsList reports whether s holds more than one entry by Split's rule.
-func IsList(s string) bool { return len(Split(s)) > 1 }
-
 // hasScheme reports whether s begins with an RFC 3986 scheme and "://".
 func hasScheme(s string) bool {
 	i := strings.Index(s, "://")

@@ -80,7 +80,7 @@ func FuzzRedact(f *testing.F) {
 	f.Add("", "x", "[::1]:5672", "", 3, "amqps://u:p@h/,amqp://v:w@i/")
 	f.Fuzz(func(t *testing.T, p1, p2, host, path string, n int, raw string) {
 		_ = Redact(raw)
-		if p := Password(raw); len(p) >= 3 && !IsList(raw) && !strings.Contains(strings.Replace(raw, p, "", 1), p) {
+		if p := Password(raw); len(p) >= 3 && len(Split(raw)) == 1 && !strings.Contains(strings.Replace(raw, p, "", 1), p) {
 			if strings.Contains(Redact(raw), p) {
 				t.Fatalf("Redact(%q) = %q shows the password %q", raw, Redact(raw), p)
 			}

@@ -123,14 +123,12 @@ func Int(v any) (int64, bool) {
 	return 0, false
 }
 
-// Number reads v as a float64 when it is any Go integer or float, for
-// comparing values (queue arguments, say) whatever their Go type.
+// Number reads v as a float64 when it is an integer or float type an AMQP
+// table carries, for comparing values (queue arguments, say) whatever their
+// Go type. uint and uint64 are not among them: CheckValue refuses them
+// before any value is compared.
 func Number(v any) (float64, bool) {
 	switch n := v.(type) {
-	case uint:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
 	case float32:
 		return float64(n), true
 	case float64:

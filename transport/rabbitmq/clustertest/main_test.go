@@ -2,8 +2,9 @@
 // that the tests start themselves (internal/cluster), beside the machine's
 // broker: nodes killed with SIGKILL, the node holding a quorum queue's
 // leader stopped, a rolling restart, and a classic queue whose node dies,
-// all under load. It has no code of its own; `make test-cluster` runs it
-// on its own, since it needs most of the machine.
+// all under load. It has no code of its own. Its tests skip unless asked
+// for: `make test-cluster` runs them on their own (it sets
+// ACEMQ_CLUSTER_TESTS=1), since they need most of the machine.
 package clustertest
 
 import (
@@ -25,14 +26,25 @@ var testCluster = cluster.Config{Name: "acemq-t", BasePort: 5811}
 var (
 	nodes    *cluster.Cluster
 	startErr error
+	// asked is whether the cluster tests were asked for (askVar is 1):
+	// without it no node is started and every test skips.
+	asked bool
 )
+
+// askVar is the environment variable `make test-cluster` sets.
+const askVar = "ACEMQ_CLUSTER_TESTS"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv(askVar) != "1" {
+		startErr = fmt.Errorf("the cluster tests start three RabbitMQ nodes of their own and need most of the machine: run them with `make test-cluster` (or %s=1)", askVar)
+		os.Exit(m.Run())
+	}
 	if testing.Short() {
 		startErr = fmt.Errorf("cluster tests skipped with -short")
 		os.Exit(m.Run())
 	}
+	asked = true
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	testCluster.Logf = log.Printf
 	nodes, startErr = cluster.Start(ctx, testCluster)
@@ -52,7 +64,7 @@ func TestMain(m *testing.M) {
 func needCluster(t *testing.T) *cluster.Cluster {
 	t.Helper()
 	if nodes == nil {
-		if os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" && !testing.Short() {
+		if asked && os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" {
 			t.Fatalf("no test cluster (ACEMQ_REQUIRE_BROKER=1): %v", startErr)
 		}
 		t.Skipf("no test cluster: %v", startErr)

@@ -33,10 +33,18 @@ func ctl(t testing.TB, args ...string) {
 	}
 }
 
-// needCtl skips the test when rabbitmqctl is missing, unless the broker is
-// required.
+// askVar is the environment variable `make test-fault` sets: without it
+// the fault tests skip, so that `go test ./...` never disturbs a broker
+// other work is using.
+const askVar = "ACEMQ_FAULT_TESTS"
+
+// needCtl skips the test unless the fault tests were asked for, and when
+// rabbitmqctl is missing, unless the broker is required.
 func needCtl(t testing.TB) {
 	t.Helper()
+	if os.Getenv(askVar) != "1" {
+		t.Skipf("the fault tests close every connection on the broker and stop its app: run them alone with `make test-fault` (or %s=1)", askVar)
+	}
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		if os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" {
 			t.Fatalf("fault tests need rabbitmqctl on PATH: %v", err)

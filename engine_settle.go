@@ -174,6 +174,7 @@ func (c *engine) move(ctx context.Context, d transport.Delivery, env *Envelope, 
 		msg = d.Message
 		msg.Exchange, msg.RoutingKey = "", target
 		msg.Headers = maps.Clone(d.Headers)
+		maps.DeleteFunc(msg.Headers, func(k string, _ any) bool { return isBrokerHeader(k) })
 		if msg.Headers == nil || len(msg.Headers) >= maxTableEntries {
 			// None, or no room for one more: the reason says how many.
 			msg.Headers = make(map[string]any, 1)
