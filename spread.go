@@ -1,0 +1,420 @@
+package acemq
+
+// Spreading the partitions of an ordered queue over the instances that
+// consume it (SPEC §16).
+//
+// # What the broker keeps
+//
+// Two things, both of which the broker ends by itself when the connection
+// that made them dies, so no instance has to say goodbye:
+//
+//   - Members. Every running spreader consumes the plain queue
+//     {queue}.members (prefetch 1; nothing is ever published to it). Its
+//     consumer count, read with a passive declare (Inspect), is N, the number
+//     of live instances. Every instance reads the same number from the same
+//     place.
+//   - Slots. Each instance holds one lease {queue}.slot.{j} (an exclusive
+//     queue on RabbitMQ: a second connection's declare fails with 405
+//     RESOURCE_LOCKED, and the broker deletes it with its connection). Two
+//     instances can never hold the same slot: the broker decides who wins,
+//     also when both start at the same moment.
+//
+// # The rule
+//
+// An instance holding slot j holds the partitions {i : i mod N == j}, and
+// none while j ≥ N. About every two seconds (with jitter, so instances
+// started together do not tick together) each instance reads N again and,
+// when j ≥ N, takes the lowest free slot below N and then gives up j. A free
+// slot below N exists whenever every counted member holds a slot: N members
+// in distinct slots, one of them at j ≥ N, leave at most N-1 of the N slots
+// below N taken (pigeonhole). An instance without a slot (just started, or
+// its lease was lost) takes the lowest free one, trying 0, 1, 2, … .
+//
+// Once no instance joins or leaves, all of them read the same N, hold
+// distinct slots and move down until the slots taken are exactly 0 … N-1.
+// The sets {i : i mod N == j} for j in 0 … N-1 are disjoint and cover all P
+// partitions, with ⌊P/N⌋ or ⌈P/N⌉ in each. A join, a leave (run's ctx ends:
+// the spreader cancels its member subscription and releases its slot) or a
+// death (the broker drops the subscription and the slot together with the
+// connection; on RabbitMQ at once when the socket closes, within two
+// heartbeats when the peer vanishes) is seen by every other instance at its
+// next tick, so the spread settles within a tick or two of the broker
+// noticing.
+//
+// # Why a wrong answer is never unsafe
+//
+// The spreader only says which partitions to subscribe to. While instances
+// disagree (one read N before a newcomer's subscription registered, a slot
+// was lost and not yet taken again, a node was down and Inspect failed, so
+// the last N was kept) two of them may both believe they hold a partition,
+// or none may. Neither breaks order: the partition queues are
+// single-active-consumer and the engine consumes them with ConsumeHandOver,
+// so the broker lets one subscription at a time receive a partition's
+// messages; a new holder waits as the standby until the old holder has
+// closed its channel, which it does only after its in-flight messages
+// settled (or when its connection is gone, and then the broker puts them back
+// in order). A disagreement costs time, never order, and it ends at the next
+// tick. A lost lease means the connection is gone, and with it every
+// partition subscription of that instance, so the spreader drops all its
+// partitions at once and takes a slot again once the transport is back.
+// Leases are never taken again by the transport after a reconnect; only the
+// spreader decides, so a reconnected instance never holds two slots. The
+// transport declares {queue}.members again after a reconnect, and the
+// spreader declares it again when it finds it gone (deleted by hand); a
+// stale count in between only delays the spread.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// spreadPeriod is how often a spreader looks at the member count and its
+// slot, on average.
+const spreadPeriod = 2 * time.Second
+
+// maxSlotTries bounds the slots a spreader tries beyond the member count
+// when every lower one is taken: each taken slot is a live instance, so
+// only a broken transport gets that far.
+const maxSlotTries = 4096
+
+// spreader decides which partitions of an ordered queue this instance holds.
+type spreader struct {
+	t          transport.Transport
+	leaser     transport.Leaser
+	queue      string
+	partitions int
+	quorum     bool
+	log        *slog.Logger
+
+	// period is the average time between two ticks; each tick waits a
+	// random 75–125% of it.
+	period time.Duration
+
+	mu   sync.Mutex
+	cur  []int // guarded by mu; what held returns
+	busy bool  // guarded by mu; run is running
+}
+
+// newSpreader returns the spreader of queue's partitions 0 … partitions-1
+// on t, which must be a transport.Leaser.
+func newSpreader(t transport.Transport, queue string, partitions int, quorum bool, log *slog.Logger) (*spreader, error) {
+	if t == nil {
+		return nil, fmt.Errorf("acemq: ordered queue %q: the transport is nil", queue)
+	}
+	if queue == "" {
+		return nil, errors.New("acemq: an ordered queue needs a name")
+	}
+	if partitions < 1 {
+		return nil, fmt.Errorf("acemq: ordered queue %q: %d partitions (want at least 1)", queue, partitions)
+	}
+	l, ok := t.(transport.Leaser)
+	if !ok {
+		return nil, fmt.Errorf("acemq: ordered queue %q: the transport %T cannot hold leases (it is not a transport.Leaser), "+
+			"which spreading partitions over instances needs", queue, t)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &spreader{
+		t: t, leaser: l, queue: queue, partitions: partitions, quorum: quorum, log: log,
+		period: spreadPeriod,
+	}, nil
+}
+
+// held returns the partitions this instance holds now, sorted; none when
+// run is not running. It is safe from any goroutine.
+func (s *spreader) held() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.cur)
+}
+
+func (s *spreader) membersQueue() transport.Queue {
+	return transport.Queue{Name: s.queue + ".members", Quorum: s.quorum}
+}
+
+func (s *spreader) slotName(j int) string { return s.queue + ".slot." + strconv.Itoa(j) }
+
+// slotState is what run's goroutine alone knows.
+type slotState struct {
+	lease    transport.Lease // nil without a slot
+	j        int             // the slot lease holds
+	n        int             // the last member count read; 0 before the first
+	declared bool            // the members queue was declared
+}
+
+// run takes part in the spread until ctx ends. It calls onChange from its
+// own goroutine with the sorted partitions each time they change (an empty,
+// non-nil slice when it holds none), and with nil before it returns. It
+// returns nil once ctx has ended, with its member subscription ended and its
+// slot released. Broker trouble (a node down, the connection lost) is
+// logged and waited out with the last member count known; run returns an
+// error only when the transport is closed or the members queue conflicts
+// with the broker's.
+func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err error) {
+	s.mu.Lock()
+	if s.busy {
+		s.mu.Unlock()
+		return fmt.Errorf("acemq: ordered queue %q: the spreader is already running", s.queue)
+	}
+	s.busy = true
+	s.mu.Unlock()
+	if onChange == nil {
+		onChange = func([]int) {}
+	}
+
+	st := &slotState{j: -1}
+	memberCtx, stopMember := context.WithCancel(ctx)
+	fatal := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.member(memberCtx, fatal)
+	}()
+	defer func() {
+		s.set(nil)
+		onChange(nil)
+		stopMember()
+		wg.Wait()
+		s.release(ctx, st)
+		s.mu.Lock()
+		s.busy = false
+		s.mu.Unlock()
+	}()
+
+	// The member subscription starts in its own goroutine: declare the
+	// queue first, so it finds it.
+	if err := s.declare(ctx, st); err != nil {
+		return err
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		var lost <-chan struct{}
+		if st.lease != nil {
+			lost = st.lease.Lost()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-fatal:
+			return err
+		case <-lost:
+			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
+				"queue", s.queue, "slot", st.j)
+			st.lease, st.j = nil, -1
+			s.change([]int{}, onChange)
+			// Take a slot again at once: the lease calls wait for the
+			// transport to be back.
+		case <-timer.C:
+		}
+		if err := s.tick(ctx, st); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		s.change(s.compute(st), onChange)
+		timer.Reset(s.next(st))
+	}
+}
+
+// next is the wait before the next tick: about a period, shorter while the
+// spreader has no slot or no member count yet.
+func (s *spreader) next(st *slotState) time.Duration {
+	p := s.period
+	if st.lease == nil || st.n < 1 {
+		p /= 8
+	}
+	return time.Duration(float64(p) * (0.75 + rand.Float64()/2))
+}
+
+// compute is the partitions slot j of n holds.
+func (s *spreader) compute(st *slotState) []int {
+	held := []int{}
+	if st.lease == nil || st.n < 1 || st.j >= st.n {
+		return held
+	}
+	for i := st.j; i < s.partitions; i += st.n {
+		held = append(held, i)
+	}
+	return held
+}
+
+// change records held and tells onChange when it differs from before.
+func (s *spreader) change(held []int, onChange func([]int)) {
+	s.mu.Lock()
+	same := slices.Equal(s.cur, held) // nil (before the first tick) equals empty
+	if !same {
+		s.cur = held
+	}
+	s.mu.Unlock()
+	if !same {
+		onChange(slices.Clone(held))
+	}
+}
+
+func (s *spreader) set(held []int) {
+	s.mu.Lock()
+	s.cur = held
+	s.mu.Unlock()
+}
+
+// declare declares the members queue once. A conflict with the broker's
+// queue or a closed transport is an error; anything else is logged and
+// tried again at the next tick.
+func (s *spreader) declare(ctx context.Context, st *slotState) error {
+	if st.declared {
+		return nil
+	}
+	err := s.t.Declare(ctx, s.membersQueue())
+	switch {
+	case err == nil:
+		st.declared = true
+		return nil
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, transport.ErrTopologyConflict), errors.Is(err, transport.ErrClosed):
+		return fmt.Errorf("acemq: ordered queue %q: declaring its members queue: %w", s.queue, err)
+	}
+	s.log.Warn("acemq: ordered queue could not declare its members queue; trying again",
+		"queue", s.queue, "err", err)
+	return nil
+}
+
+// tick reads the member count and takes, keeps or moves the slot. Only a
+// closed transport or a conflicting members queue is an error.
+func (s *spreader) tick(ctx context.Context, st *slotState) error {
+	if err := s.declare(ctx, st); err != nil || !st.declared {
+		return err
+	}
+	members := s.membersQueue().Name
+	info, err := s.t.Inspect(ctx, members)
+	switch {
+	case err == nil && info.Consumers > 0:
+		if info.Consumers != st.n && st.n > 0 {
+			s.log.Info("acemq: ordered queue sees another number of instances", "queue", s.queue,
+				"instances", info.Consumers, "before", st.n)
+		}
+		st.n = info.Consumers
+	case err == nil:
+		// Not even this instance is counted: its subscription has not
+		// registered yet, or is being resumed. Keep the last count.
+	case errors.Is(err, transport.ErrClosed):
+		return fmt.Errorf("acemq: ordered queue %q: counting its instances: %w", s.queue, err)
+	case ctx.Err() != nil:
+		return nil
+	case errors.Is(err, transport.ErrNotFound):
+		s.log.Warn("acemq: ordered queue's members queue is gone; declaring it again",
+			"queue", s.queue, "members", members)
+		st.declared = false
+		return s.declare(ctx, st)
+	default:
+		s.log.Warn("acemq: ordered queue cannot count its instances; keeping the last count",
+			"queue", s.queue, "instances", st.n, "err", err)
+	}
+	if st.n < 1 {
+		return nil // take a slot once this instance is counted
+	}
+	if st.lease == nil {
+		return s.take(ctx, st, maxSlotTries+st.n)
+	}
+	if st.j >= st.n {
+		old, oldJ := st.lease, st.j
+		if err := s.take(ctx, st, st.n); err != nil || st.lease == old {
+			return err
+		}
+		if err := old.Release(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("acemq: ordered queue could not release its old slot", "queue", s.queue, "slot", oldJ, "err", err)
+		}
+	}
+	return nil
+}
+
+// take leases the lowest free slot below limit, leaving st as it was when
+// all are taken or the broker cannot be reached.
+func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
+	for k := 0; k < limit; k++ {
+		if st.lease != nil && k >= st.j {
+			return nil // no lower slot is free
+		}
+		l, err := s.leaser.Lease(ctx, s.slotName(k))
+		switch {
+		case err == nil:
+			st.lease, st.j = l, k
+			return nil
+		case errors.Is(err, transport.ErrLocked):
+			continue
+		case errors.Is(err, transport.ErrClosed):
+			return fmt.Errorf("acemq: ordered queue %q: taking a slot: %w", s.queue, err)
+		case ctx.Err() != nil:
+			return nil
+		default:
+			s.log.Warn("acemq: ordered queue could not take a slot; trying again", "queue", s.queue, "slot", k, "err", err)
+			return nil
+		}
+	}
+	if st.lease == nil {
+		s.log.Warn("acemq: ordered queue found every slot taken", "queue", s.queue, "tried", limit)
+	}
+	return nil
+}
+
+// member keeps this instance's subscription to the members queue for as
+// long as ctx lasts, subscribing again after anything but a closed
+// transport, which it reports on fatal.
+func (s *spreader) member(ctx context.Context, fatal chan<- error) {
+	members := s.membersQueue().Name
+	failures := 0
+	for {
+		err := s.t.Consume(ctx, members, 1, func(d transport.Delivery) {
+			_ = d.Ack() // nothing belongs here; drop what someone put there
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, transport.ErrClosed) {
+			fatal <- fmt.Errorf("acemq: ordered queue %q: consuming its members queue: %w", s.queue, err)
+			return
+		}
+		if err != nil {
+			s.log.Warn("acemq: ordered queue's member subscription ended; subscribing again",
+				"queue", s.queue, "members", members, "err", err)
+		}
+		if errors.Is(err, transport.ErrNotFound) {
+			// run's tick declares it again too; whoever is first wins.
+			_ = s.t.Declare(ctx, s.membersQueue())
+		}
+		failures++
+		wait := min(s.period/8<<min(failures, 4), 2*s.period)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// release gives the slot up when run ends; ctx has usually ended, so it
+// has a few seconds of its own.
+func (s *spreader) release(ctx context.Context, st *slotState) {
+	if st.lease == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := st.lease.Release(rctx); err != nil && !errors.Is(err, transport.ErrClosed) {
+		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "err", err)
+	}
+	st.lease, st.j = nil, -1
+}
