@@ -24,6 +24,7 @@ type consumerConfig struct {
 	maxBody     int
 	accept      []string
 	killSwitch  *KillSwitchPolicy
+	order       *OrderPolicy
 	errs        []error
 }
 

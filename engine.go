@@ -32,6 +32,8 @@ type engine struct {
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
 
+	ordered atomic.Pointer[orderedRun] // the running subscription of an Ordered engine
+
 	// The routing table, fixed while Run runs: routes by type name, the
 	// route for a message without a type (or for any type, with takesAll),
 	// and what a refusal names.
@@ -107,12 +109,20 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if cfg.order != nil {
+		if err := e.checkOrdered(); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.noDeclare {
 		ctx := cfg.declareCtx
 		if ctx == nil {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.Background(), declareTimeout)
 			defer cancel()
+		}
+		if cfg.order != nil {
+			return e, e.declareOrdered(ctx)
 		}
 		if err := c.t.Declare(ctx, e.topology()...); err != nil {
 			return e, wrapf("declaring the queues of %s %q: %w", who, queue, err)
@@ -178,6 +188,9 @@ func (e *engine) ladder() []string {
 // instead of declaring: without it a move to a missing queue would fail
 // and come back for as long as the consumer runs.
 func (e *engine) checkLadder(ctx context.Context) error {
+	if e.cfg.order != nil {
+		return e.checkOrderedLadder(ctx)
+	}
 	var missing []string
 	for _, name := range e.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)
@@ -278,6 +291,9 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 		return true, nil
 	}
 	defer e.ended(gen)
+	if e.cfg.order != nil {
+		return e.subscribeOrdered(takeCtx, handlerCtx, m, stopTaking)
+	}
 
 	prefetch, workers := e.cfg.prefetch, e.cfg.concurrency
 	if m == modeProbe {

@@ -39,6 +39,7 @@ var commands = []command{
 	{"stats", "QUEUE...", "ready and consumer counts of each queue, its .dlq, .parked and retry tiers", runStats},
 	{"peek", "QUEUE [-n N] [-body BYTES]", "show the envelopes of the first N messages; nothing is consumed", runPeek},
 	{"replay", "FROM TO [-limit N] [-type T] [-rate R]", "move messages from FROM (a .dlq or .parked) back to TO", runReplay},
+	{"keys", "list QUEUE | release QUEUE KEY", "list the blocked keys of an ordered queue, or release one", runKeys},
 	{"outbox", "dead|replay [ID...|-all] -db URL [-table T]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
 }
 

@@ -1,0 +1,446 @@
+package acemq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/transport"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// inPlace is a retry policy short enough for the ordering tests.
+var inPlace = acemq.RetryPolicy{MaxAttempts: 3, Delays: []time.Duration{20 * time.Millisecond}}
+
+// TestOrderedKeepsOrderPerKey: 300 keys × 50 numbered messages published
+// interleaved, Concurrency 8, 5% of first attempts retried in place: per key
+// the numbers never go back and none is missing, no two handlers of a key
+// overlap, and different keys run at once.
+func TestOrderedKeepsOrderPerKey(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		const keys, per = 300, 50
+		q := orderedQueue(t, url, 16)
+		c := connectURL(t, url, acemq.WithRetryPolicy(inPlace))
+		log := newOrderLog()
+		var retried atomic.Int64
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			end := log.start(m.Payload)
+			if m.Envelope.Attempt == 1 && retriedFirst(m.Payload.Key, m.Payload.N) {
+				end(false)
+				retried.Add(1)
+				return acemq.Retry(errors.New("not yet"))
+			}
+			time.Sleep(50 * time.Microsecond)
+			end(true)
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{}), acemq.Concurrency(8))
+		require.NoError(t, err)
+
+		names := make([]string, keys)
+		for i := range names {
+			names[i] = fmt.Sprintf("order-%03d", i)
+		}
+		ms := make([]transport.Message, 0, keys*per)
+		for n := 1; n <= per; n++ {
+			for _, k := range names {
+				ms = append(ms, keyed(t, q, Step{Key: k, N: n}))
+			}
+		}
+		run(t, cons)
+		start := time.Now()
+		publishAll(t, c, ms)
+		within(t, 3*time.Minute, "every message handled", func() bool { return log.handled() == keys*per })
+		t.Logf("%d messages, %d retried in place, in %v; at most %d handlers at once", keys*per, retried.Load(), time.Since(start).Round(time.Millisecond), log.peak)
+		log.check(t, names, per)
+		require.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, cons.Partitions())
+	})
+}
+
+// TestOrderedRetriesInPlace: a message that asks for retries holds its key
+// (the key's next messages wait, in order) while another key goes on, and
+// each attempt settles as for any consumer, with its attempt and delay.
+func TestOrderedRetriesInPlace(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 2)
+		got, opt := newSettlements()
+		policy := acemq.RetryPolicy{MaxAttempts: 3, Delays: []time.Duration{150 * time.Millisecond}}
+		c := connectURL(t, url, acemq.WithRetryPolicy(policy), opt)
+		var mu sync.Mutex
+		var order []string
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			mu.Lock()
+			order = append(order, fmt.Sprintf("%s%d/%d", m.Payload.Key, m.Payload.N, m.Envelope.Attempt))
+			mu.Unlock()
+			if m.Payload.Key == "k" && m.Payload.N == 1 && m.Envelope.Attempt < 3 {
+				return acemq.Retry(errors.New("later"))
+			}
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}), acemq.Concurrency(4))
+		require.NoError(t, err)
+		run(t, cons)
+		var ms []transport.Message
+		for n := 1; n <= 3; n++ {
+			ms = append(ms, keyed(t, q, Step{Key: "k", N: n}), keyed(t, q, Step{Key: "other", N: n}))
+		}
+		publishAll(t, c, ms)
+
+		var ks []acemq.Settlement
+		for range 8 {
+			ks = append(ks, got.next(t))
+		}
+		got.none(t)
+		mu.Lock()
+		defer mu.Unlock()
+		var mine, others []string
+		for _, o := range order {
+			if strings.HasPrefix(o, "k") {
+				mine = append(mine, o)
+			} else {
+				others = append(others, o)
+			}
+		}
+		require.Equal(t, []string{"k1/1", "k1/2", "k1/3", "k2/1", "k3/1"}, mine)
+		require.Equal(t, []string{"other1/1", "other2/1", "other3/1"}, others)
+		// The other key did not wait for k's retries.
+		require.Less(t, slices.Index(order, "other3/1"), slices.Index(order, "k1/2"), "order %v", order)
+		var retries []acemq.Settlement
+		for _, s := range ks {
+			if s.Outcome == acemq.OutcomeRetried {
+				retries = append(retries, s)
+			}
+		}
+		require.Len(t, retries, 2)
+		assert.Equal(t, 1, retries[0].Attempt)
+		assert.Equal(t, 2, retries[1].Attempt)
+		assert.Equal(t, 150*time.Millisecond, retries[0].Delay)
+	})
+}
+
+// TestOrderedBlockedKey: with BlockOnFailure a message that fails for good
+// goes to .dlq and blocks its key: the key's later messages are held (not
+// handled), other keys complete, BlockedKeys shows it with its held count,
+// and ReleaseKey runs the held ones in order before anything newer.
+func TestOrderedBlockedKey(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 4, "bad")
+		c := connectURL(t, url, acemq.WithRetryPolicy(inPlace))
+		var mu sync.Mutex
+		seen := map[string][]int{}
+		var failing atomic.Bool
+		failing.Store(true)
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			mu.Lock()
+			seen[m.Payload.Key] = append(seen[m.Payload.Key], m.Payload.N)
+			mu.Unlock()
+			if m.Payload.Key == "bad" && m.Payload.N == 3 && failing.Load() {
+				return acemq.Reject(errors.New("the order is broken"))
+			}
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{Partitions: 4, BlockOnFailure: true}), acemq.Concurrency(4))
+		require.NoError(t, err)
+		run(t, cons)
+		var ms []transport.Message
+		for n := 1; n <= 10; n++ {
+			for _, k := range []string{"bad", "good", "fine"} {
+				ms = append(ms, keyed(t, q, Step{Key: k, N: n}))
+			}
+		}
+		publishAll(t, c, ms)
+		count := func(k string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen[k])
+		}
+		within(t, 30*time.Second, "the good keys done", func() bool { return count("good") == 10 && count("fine") == 10 })
+		var blocked []acemq.BlockedKey
+		within(t, 30*time.Second, "bad blocked with 7 held", func() bool {
+			blocked, err = acemq.BlockedKeys(ctxT(t), c, q)
+			require.NoError(t, err)
+			return len(blocked) == 1 && blocked[0].Held == 7
+		})
+		require.Equal(t, "bad", blocked[0].Key)
+		require.Contains(t, blocked[0].Reason, "the order is broken")
+		require.WithinDuration(t, time.Now(), blocked[0].Since, time.Minute)
+		dead := take(t, c, acemq.DeadLetterQueue(q))
+		require.Equal(t, blocked[0].MessageID, dead.MessageID)
+		require.Equal(t, []int{1, 2, 3}, seen["bad"], "nothing after the failure ran")
+
+		err = acemq.ReleaseKey(ctxT(t), c, q, "fine")
+		require.ErrorContains(t, err, `key "fine" of queue`)
+		require.ErrorContains(t, err, "is not blocked")
+
+		failing.Store(false)
+		require.NoError(t, acemq.ReleaseKey(ctxT(t), c, q, "bad"))
+		publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "bad", N: 11})})
+		within(t, 30*time.Second, "bad released", func() bool { return count("bad") == 11 })
+		require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, seen["bad"])
+		within(t, 10*time.Second, "the registry empty", func() bool {
+			blocked, err = acemq.BlockedKeys(ctxT(t), c, q)
+			require.NoError(t, err)
+			return len(blocked) == 0
+		})
+		_, err = c.Transport().Inspect(ctxT(t), heldQueueOf(q, "bad"))
+		require.ErrorIs(t, err, transport.ErrNotFound, "the held queue is deleted after the release")
+	})
+}
+
+// TestOrderedBlockedSurvivesRestart: a blocked key stays blocked across a
+// consumer that stops and a new one (a new Conn) that takes its place: the
+// new holder reads the registry before it handles anything of the
+// partition.
+func TestOrderedBlockedSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.Memory(t)
+	q := orderedQueue(t, url, 1, "x")
+	c1 := connectURL(t, url, acemq.WithRetryPolicy(inPlace))
+	var seen1 []int
+	cons1, err := acemq.NewConsumer(c1, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		seen1 = append(seen1, m.Payload.N)
+		if m.Payload.N == 1 {
+			return acemq.Reject(errors.New("no"))
+		}
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1, BlockOnFailure: true}))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons1.Run(ctx) }()
+	publishAll(t, c1, []transport.Message{keyed(t, q, Step{Key: "x", N: 1}), keyed(t, q, Step{Key: "x", N: 2})})
+	within(t, 30*time.Second, "x blocked, 2 held", func() bool {
+		b, err := acemq.BlockedKeys(ctxT(t), c1, q)
+		require.NoError(t, err)
+		return len(b) == 1 && b[0].Held == 1
+	})
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, c1.Close())
+
+	c2 := connectURL(t, url, acemq.WithRetryPolicy(inPlace))
+	var mu sync.Mutex
+	var seen2 []int
+	cons2, err := acemq.NewConsumer(c2, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		mu.Lock()
+		seen2 = append(seen2, m.Payload.N)
+		mu.Unlock()
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1, BlockOnFailure: true}))
+	require.NoError(t, err)
+	run(t, cons2)
+	publishAll(t, c2, []transport.Message{keyed(t, q, Step{Key: "x", N: 3})})
+	within(t, 30*time.Second, "3 held too", func() bool {
+		b, err := acemq.BlockedKeys(ctxT(t), c2, q)
+		require.NoError(t, err)
+		return len(b) == 1 && b[0].Held == 2
+	})
+	mu.Lock()
+	require.Empty(t, seen2, "the new holder handled a message of a blocked key")
+	mu.Unlock()
+	require.NoError(t, acemq.ReleaseKey(ctxT(t), c2, q, "x"))
+	within(t, 30*time.Second, "released", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen2) == 2
+	})
+	require.Equal(t, []int{2, 3}, seen2)
+}
+
+// TestOrderedPartitionsSpread: three Conns running the consumer share the
+// partitions: disjoint, covering all, 2/2/2 of 6.
+func TestOrderedPartitionsSpread(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 6)
+		var conss []*acemq.Consumer[Step]
+		for range 3 {
+			c := connectURL(t, url)
+			cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() },
+				acemq.Ordered(acemq.OrderPolicy{Partitions: 6}))
+			require.NoError(t, err)
+			require.Empty(t, cons.Partitions(), "no partitions before Run")
+			run(t, cons)
+			conss = append(conss, cons)
+		}
+		within(t, 30*time.Second, "2/2/2", func() bool {
+			var all []int
+			for _, c := range conss {
+				p := c.Partitions()
+				if len(p) != 2 {
+					return false
+				}
+				all = append(all, p...)
+			}
+			slices.Sort(all)
+			return slices.Equal(all, []int{0, 1, 2, 3, 4, 5})
+		})
+	})
+}
+
+// TestOrderedPartitionCountIsFixed: declaring the queue again with another
+// partition count fails, naming the count the broker has.
+func TestOrderedPartitionCountIsFixed(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 8)
+		c := connectURL(t, url)
+		h := func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() }
+		_, err := acemq.NewConsumer(c, q, h, acemq.Ordered(acemq.OrderPolicy{Partitions: 4}))
+		require.NoError(t, err)
+		_, err = acemq.NewConsumer(c, q, h, acemq.Ordered(acemq.OrderPolicy{Partitions: 4}))
+		require.NoError(t, err, "the same count again is fine")
+		for _, p := range []int{2, 8} {
+			_, err = acemq.NewConsumer(c, q, h, acemq.Ordered(acemq.OrderPolicy{Partitions: p}))
+			require.ErrorContains(t, err, fmt.Sprintf("asks for %d partitions, but the queue was declared with 4", p))
+			require.Equal(t, 1, countPrefix(err.Error()))
+		}
+		r := acemq.NewRouter(c, q, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}))
+		require.ErrorContains(t, r.Run(context.Background()), "declared with 4")
+	})
+}
+
+// TestOrderedOptionErrors: bad policies fail NewConsumer saying why; the
+// retry policy must fit in the broker's delivery timeout.
+func TestOrderedOptionErrors(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	h := func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() }
+	for _, tc := range []struct {
+		name string
+		opts []acemq.ConsumerOption
+		want string
+	}{
+		{"negative", []acemq.ConsumerOption{acemq.Ordered(acemq.OrderPolicy{Partitions: -1})}, "OrderPolicy.Partitions is -1, want 1 to 1024"},
+		{"too many", []acemq.ConsumerOption{acemq.Ordered(acemq.OrderPolicy{Partitions: 5000})}, "OrderPolicy.Partitions is 5000"},
+		{"delivery timeout", []acemq.ConsumerOption{acemq.Ordered(acemq.OrderPolicy{}),
+			acemq.WithConsumerRetry(acemq.RetryPolicy{MaxAttempts: 5, Delays: []time.Duration{5 * time.Minute}})},
+			"waits 20m0s in all; retries happen in place, holding the delivery unacked, so the total must stay under RabbitMQ's delivery timeout of 15m0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := acemq.NewConsumer(c, acemqtestQueue(t), h, tc.opts...)
+			require.ErrorContains(t, err, tc.want)
+			require.Equal(t, 1, countPrefix(err.Error()), err.Error())
+		})
+	}
+	_, err := acemq.NewConsumer(c, acemqtestQueue(t), h, acemq.Ordered(acemq.OrderPolicy{}),
+		acemq.WithConsumerRetry(acemq.RetryPolicy{MaxAttempts: 4, Delays: []time.Duration{5 * time.Minute}}))
+	require.NoError(t, err, "15 minutes in all is within the timeout")
+}
+
+// TestOrderedNoDeclare: with NoDeclare, Run checks the ordered topology and
+// names what is missing.
+func TestOrderedNoDeclare(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := acemqtestQueue(t)
+	cons, err := acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() },
+		acemq.Ordered(acemq.OrderPolicy{Partitions: 2}), acemq.NoDeclare())
+	require.NoError(t, err)
+	err = cons.Run(ctxT(t))
+	require.ErrorContains(t, err, "these queues do not exist: "+q+".p0, "+q+".p1, "+q+".dlq")
+
+	_, err = acemq.NewConsumer(c, q, func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() },
+		acemq.Ordered(acemq.OrderPolicy{Partitions: 2}))
+	require.NoError(t, err)
+	require.NoError(t, runFor(cons, 200*time.Millisecond), "declared, NoDeclare runs")
+}
+
+// runFor runs r for d and returns what Run returned.
+func runFor(r runner, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return r.Run(ctx)
+}
+
+// TestOrderedPluginMissing: a broker that does not know the exchange type
+// fails NewConsumer with the plugin's name and the command to enable it.
+func TestOrderedPluginMissing(t *testing.T) {
+	t.Parallel()
+	mem, err := acemq.Connect(ctxT(t), acemqtest.Memory(t))
+	require.NoError(t, err)
+	tr := noHashExchange{mem.Transport()}
+	c, err := acemq.Connect(ctxT(t), "memory://", acemq.WithTransport(tr), acemq.WithLogger(quiet))
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = acemq.NewConsumer(c, acemqtestQueue(t), func(context.Context, *acemq.Message[Step]) acemq.Ack { return acemq.Done() },
+		acemq.Ordered(acemq.OrderPolicy{}))
+	require.ErrorContains(t, err, "rabbitmq-plugins enable rabbitmq_consistent_hash_exchange")
+	require.ErrorContains(t, err, "invalid exchange type")
+}
+
+// noHashExchange answers an x-consistent-hash declaration as RabbitMQ
+// without the plugin does.
+type noHashExchange struct{ transport.Transport }
+
+func (n noHashExchange) Declare(ctx context.Context, ts ...transport.Topology) error {
+	for _, t := range ts {
+		if x, ok := t.(transport.Exchange); ok && x.Kind == "x-consistent-hash" {
+			return fmt.Errorf("acemq: declaring exchange %q: Exception (503) Reason: \"COMMAND_INVALID - invalid exchange type 'x-consistent-hash'\"", x.Name)
+		}
+	}
+	return n.Transport.Declare(ctx, ts...)
+}
+
+func (n noHashExchange) Lease(ctx context.Context, name string) (transport.Lease, error) {
+	return n.Transport.(transport.Leaser).Lease(ctx, name)
+}
+
+func (n noHashExchange) ConsumeHandOver(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	return n.Transport.(transport.HandOverConsumer).ConsumeHandOver(ctx, queue, prefetch, handle)
+}
+
+// TestOrderedPauseAndKeyless: Pause stops the partitions (the key's
+// messages wait, in order) and Resume goes on; keyless messages are handled
+// too, without a lane.
+func TestOrderedPauseAndKeyless(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := acemqtestQueue(t)
+	var mu sync.Mutex
+	var seen []string
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s%d", m.Payload.Key, m.Payload.N))
+		mu.Unlock()
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 3}), acemq.Concurrency(3))
+	require.NoError(t, err)
+	run(t, cons)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "a", N: 1})})
+	within(t, 10*time.Second, "a1", func() bool { return count() == 1 })
+	cons.Pause()
+	within(t, 10*time.Second, "no partitions while paused", func() bool { return len(cons.Partitions()) == 0 })
+	var ms []transport.Message
+	for n := 2; n <= 5; n++ {
+		ms = append(ms, keyed(t, q, Step{Key: "a", N: n}))
+	}
+	loose := keyed(t, q, Step{N: 99})
+	delete(loose.Headers, "x-acemq-key")
+	ms = append(ms, loose)
+	publishAll(t, c, ms)
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, 1, count(), "nothing handled while paused")
+	cons.Resume()
+	within(t, 30*time.Second, "the rest", func() bool { return count() == 6 })
+	mu.Lock()
+	defer mu.Unlock()
+	var a []string
+	for _, s := range seen {
+		if s != "99" {
+			a = append(a, s)
+		}
+	}
+	require.Equal(t, []string{"a1", "a2", "a3", "a4", "a5"}, a)
+	require.Contains(t, seen, "99")
+}
