@@ -14,6 +14,7 @@ const (
 	acked
 	nacked
 	requeued
+	released // given up unsettled: never sent, left for the channel's close
 )
 
 type ackEntry struct {
@@ -40,8 +41,14 @@ type consumerChannel struct {
 	// unsettled one before they are sent one by one, so a slow delivery
 	// cannot hold the prefetch window shut.
 	spill int
+	// handOver marks a ConsumeHandOver's channel, whose deliveries may be
+	// released.
+	handOver bool
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// single is set once a delivery was released: an ack with
+	// multiple=true would settle it too, so every later ack goes alone.
+	single  bool
 	dead    bool
 	entries []ackEntry // handed out and not yet sent, in tag order
 	open    int        // handed out and not yet settled by the application
@@ -76,6 +83,17 @@ func (c *consumerChannel) Nack(tag uint64, requeue bool) error {
 		return c.settle(tag, requeued)
 	}
 	return c.settle(tag, nacked)
+}
+
+// Release records that the delivery tagged tag is given up unsettled: it
+// counts as settled while a ConsumeHandOver waits, and nothing is sent, so
+// the broker requeues it when the channel closes. It fails on a delivery
+// of Consume, and once the channel is gone.
+func (c *consumerChannel) Release(tag uint64) error {
+	if !c.handOver {
+		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q cannot be released: it was not handed out by ConsumeHandOver", tag, c.queue)
+	}
+	return c.settle(tag, released)
 }
 
 func (c *consumerChannel) settle(tag uint64, state uint8) error {
@@ -170,6 +188,14 @@ func (c *consumerChannel) plan() []wireOp {
 		e := c.entries[i]
 		switch {
 		case e.sent:
+		case e.state == released:
+			if run != 0 {
+				ops = append(ops, wireOp{tag: run, state: acked, multiple: true})
+				run = 0
+			}
+			c.single = true
+		case e.state == acked && c.single:
+			ops = append(ops, wireOp{tag: e.tag, state: acked})
 		case e.state == acked:
 			run = e.tag
 		default:
@@ -187,6 +213,11 @@ func (c *consumerChannel) plan() []wireOp {
 	if len(c.entries) > c.spill {
 		for j := range c.entries {
 			e := &c.entries[j]
+			if e.state == released {
+				c.single = true
+				e.sent = true // nothing to send, ever
+				continue
+			}
 			if e.state != pending && !e.sent {
 				ops = append(ops, wireOp{tag: e.tag, state: e.state})
 				e.sent = true

@@ -46,6 +46,24 @@ func TestFlushCoalesces(t *testing.T) {
 			want:     []wireOp{{tag: 6, state: acked}, {tag: 7, state: nacked}, {tag: 8, state: acked}},
 			left:     4,
 		},
+		{
+			name:   "a released delivery is never sent nor covered by a multiple ack",
+			handed: []uint64{1, 2, 3, 4, 5},
+			settle: map[uint64]uint8{1: acked, 2: acked, 3: released, 4: acked, 5: acked},
+			want: []wireOp{
+				{tag: 2, state: acked, multiple: true},
+				{tag: 4, state: acked},
+				{tag: 5, state: acked},
+			},
+		},
+		{
+			name:     "released behind a slow one: later acks go singly",
+			prefetch: 4,
+			handed:   []uint64{1, 2, 3, 4},
+			settle:   map[uint64]uint8{2: released, 3: acked, 4: acked},
+			want:     []wireOp{{tag: 3, state: acked}, {tag: 4, state: acked}},
+			left:     4,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,25 @@ func (c *consumerState) set(consuming bool, err error) {
 // error wrapping transport.ErrNotFound when the queue does not exist, and
 // one wrapping transport.ErrClosed when the transport is or gets closed.
 func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	return t.consume(ctx, queue, prefetch, handle, false)
+}
+
+// ConsumeHandOver is Consume made to hand a single-active-consumer queue to
+// the next consumer in order; it implements transport.HandOverConsumer.
+// When ctx ends it hands out nothing more and, without cancelling the
+// consumer, waits until every delivery it handed out is acked, nacked or
+// given up with transport.Delivery.Release (or its channel is gone), then
+// closes the channel. The broker puts every message of the channel left
+// unacked back in queue order (the released ones, and those it sent after
+// ctx ended, which were never handed out) before it makes the next
+// consumer the active one. A basic.cancel first would let the broker
+// activate the next consumer while these are still out. Across a
+// connection loss it behaves as Consume.
+func (t *Transport) ConsumeHandOver(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
+	return t.consume(ctx, queue, prefetch, handle, true)
+}
+
+func (t *Transport) consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery), handOver bool) error {
 	if handle == nil {
 		return fmt.Errorf("acemq: rabbitmq consume from queue %q: the handler is nil", queue)
 	}
@@ -77,6 +96,9 @@ func (t *Transport) Consume(ctx context.Context, queue string, prefetch int, han
 			return err
 		}
 		cc, deliveries, closes, err := t.startConsumer(ctx, s, queue, prefetch)
+		if cc != nil {
+			cc.handOver = handOver
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -173,6 +195,9 @@ func (t *Transport) runConsumer(ctx context.Context, cc *consumerChannel, delive
 				return false, cc.end(closes)
 			}
 		case <-ctx.Done():
+			if cc.handOver {
+				return t.handOver(cc, closes)
+			}
 			return t.drain(cc, closes)
 		case <-t.closing:
 			return false, cc.end(closes)
@@ -219,6 +244,34 @@ func (t *Transport) drain(cc *consumerChannel, closes chan *amqp.Error) (bool, e
 		// The broker redelivers what these acks covered: handled again,
 		// not lost.
 		t.log.Warn("acemq: rabbitmq sending the last acks of a stopped consumer failed", "queue", cc.queue, "err", t.scrub(err))
+	}
+	cc.kill()
+	_ = cc.ch.Close()
+	return true, nil
+}
+
+// handOver ends a ConsumeHandOver: it leaves the consumer subscribed and
+// the deliveries the broker sends meanwhile unread, waits for the
+// application to settle or release what it was handed, sends the last
+// acks, and closes the channel, which requeues the rest in order.
+func (t *Transport) handOver(cc *consumerChannel, closes chan *amqp.Error) (bool, error) {
+	for cc.unsettled() > 0 {
+		select {
+		case <-cc.wake:
+			if err := cc.flush(); err != nil {
+				_ = cc.end(closes)
+				return true, nil
+			}
+		case <-closes:
+			cc.kill()
+			return true, nil
+		case <-t.closing:
+			cc.kill()
+			return true, nil
+		}
+	}
+	if err := cc.flush(); err != nil {
+		t.log.Warn("acemq: rabbitmq sending the last acks of a handed-over consumer failed", "queue", cc.queue, "err", t.scrub(err))
 	}
 	cc.kill()
 	_ = cc.ch.Close()

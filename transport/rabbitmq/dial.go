@@ -138,6 +138,8 @@ type Transport struct {
 
 	gets getChannel // the channel Get takes messages on
 
+	ord ordered // plugin kinds checked and leases held (plugin.go, lease.go)
+
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context
 	stopFunc context.CancelFunc
@@ -381,6 +383,7 @@ func (t *Transport) Close() error {
 	t.mu.Unlock()
 	t.stopFunc()
 	t.wg.Wait()
+	t.endLeases(nil)
 	for {
 		select {
 		case r := <-t.reqs:

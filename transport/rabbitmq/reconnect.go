@@ -158,6 +158,7 @@ func (t *Transport) supervise(s *session) {
 	defer t.wg.Done()
 	for {
 		err := t.watch(s)
+		t.endLeases(s)
 		if t.isClosed() {
 			return
 		}

@@ -67,6 +67,13 @@ func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) er
 	if len(items) == 0 {
 		return nil
 	}
+	for _, it := range items {
+		if x, ok := it.(transport.Exchange); ok {
+			if err := t.checkPluginKind(ctx, x); err != nil {
+				return err
+			}
+		}
+	}
 	return t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
 		for _, it := range items {
 			if err := declareOne(ch, it); err != nil {
@@ -138,9 +145,14 @@ func validate(it transport.Topology) error {
 	switch v := it.(type) {
 	case transport.Exchange:
 		switch v.Kind {
-		case "", "direct", "topic", "fanout", "headers":
+		case "", "direct", "topic", "fanout", "headers", kindConsistentHash:
 		default:
-			return fmt.Errorf("acemq: rabbitmq declare exchange %q: unknown kind %q (want direct, topic, fanout or headers)", v.Name, v.Kind)
+			return fmt.Errorf("acemq: rabbitmq declare exchange %q: unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", v.Name, v.Kind)
+		}
+		for k, a := range v.Args {
+			if err := wire.CheckValue(a, 0); err != nil {
+				return fmt.Errorf("acemq: rabbitmq declare exchange %q: argument %s: %w", v.Name, k, err)
+			}
 		}
 	case transport.Queue:
 		if v.Name == "" {
@@ -154,6 +166,10 @@ func validate(it transport.Topology) error {
 	case transport.Binding:
 		if v.Queue == "" {
 			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q: the binding names no queue", v.Exchange)
+		}
+	case transport.ExchangeBinding:
+		if v.Source == "" || v.Destination == "" {
+			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q to exchange %q: the default exchange cannot be bound", v.Destination, v.Source)
 		}
 	case nil:
 		return errors.New("acemq: rabbitmq declare: a topology item is nil")
@@ -173,7 +189,8 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 		if kind == "" {
 			kind = amqp.ExchangeDirect
 		}
-		if err := ch.ExchangeDeclare(v.Name, kind, true, false, false, false, nil); err != nil {
+		args, _ := wire.ToTable(v.Args) // checked by validate
+		if err := ch.ExchangeDeclare(v.Name, kind, true, false, false, false, args); err != nil {
 			return classify("declare", "exchange", v.Name, err)
 		}
 	case transport.Queue:
@@ -191,33 +208,54 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 		if err := ch.QueueBind(v.Queue, v.Key, v.Exchange, false, nil); err != nil {
 			return classify("declare", "binding to queue", v.Queue, fmt.Errorf("from exchange %q, key %q: %w", v.Exchange, v.Key, err))
 		}
+	case transport.ExchangeBinding:
+		if err := ch.ExchangeBind(v.Destination, v.Key, v.Source, false, nil); err != nil {
+			return classify("declare", "binding to exchange", v.Destination, fmt.Errorf("from exchange %q, key %q: %w", v.Source, v.Key, err))
+		}
 	}
 	return nil
 }
 
 // record adds it to the remembered topology unless already there; a queue
-// declared again replaces its earlier entry in place.
+// or exchange declared again replaces its earlier entry in place.
 func (t *Transport) record(it transport.Topology) {
+	switch v := it.(type) {
+	case transport.Queue:
+		v.Args = maps.Clone(v.Args)
+		it = v
+	case transport.Exchange:
+		v.Args = maps.Clone(v.Args)
+		it = v
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i, have := range t.topo {
-		if q, ok := it.(transport.Queue); ok {
-			if hq, ok := have.(transport.Queue); ok && hq.Name == q.Name {
-				q.Args = maps.Clone(q.Args)
-				t.topo[i] = q
-				return
-			}
-			continue
-		}
-		if have == it {
+		if sameEntity(have, it) {
+			t.topo[i] = it
 			return
 		}
 	}
-	if q, ok := it.(transport.Queue); ok {
-		q.Args = maps.Clone(q.Args)
-		it = q
-	}
 	t.topo = append(t.topo, it)
+}
+
+// sameEntity reports whether a and b declare the same queue, exchange or
+// binding (queues and exchanges by name, whatever their arguments).
+func sameEntity(a, b transport.Topology) bool {
+	switch x := a.(type) {
+	case transport.Queue:
+		y, ok := b.(transport.Queue)
+		return ok && x.Name == y.Name
+	case transport.Exchange:
+		y, ok := b.(transport.Exchange)
+		return ok && x.Name == y.Name
+	case transport.Binding:
+		y, ok := b.(transport.Binding)
+		return ok && x == y
+	case transport.ExchangeBinding:
+		y, ok := b.(transport.ExchangeBinding)
+		return ok && x == y
+	}
+	return false
 }
 
 // forget drops a deleted queue and its bindings from the remembered topology.
@@ -262,6 +300,21 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 		if ch == nil {
 			c, err := s.conn.Channel()
 			if err != nil {
+				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
+			}
+			ch = c
+		}
+		if x, ok := it.(transport.Exchange); ok && pluginKinds[x.Kind] != "" {
+			// Declared before, so it exists unless the broker lost it: a
+			// passive look cannot cost the connection the way a declaration
+			// does should the plugin have been disabled meanwhile.
+			if err := ch.ExchangeDeclarePassive(x.Name, x.Kind, true, false, false, false, nil); err == nil {
+				continue
+			}
+			_ = ch.Close()
+			c, err := s.conn.Channel()
+			if err != nil {
+				ch = nil
 				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
 			}
 			ch = c
