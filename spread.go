@@ -58,7 +58,10 @@ package acemq
 // partition subscription of that instance, so the spreader drops all its
 // partitions at once and takes a slot again once the transport is back.
 // Leases are never taken again by the transport after a reconnect; only the
-// spreader decides, so a reconnected instance never holds two slots. The
+// spreader decides, so a reconnected instance never holds two slots. A lease
+// belongs to a connection, and the broker lets a connection declare its own
+// exclusive queue again, so two spreaders of one queue on one Conn also
+// check a table of the slots this process holds before they ask the broker. The
 // transport declares {queue}.members again after a reconnect, and the
 // spreader declares it again when it finds it gone (deleted by hand); a
 // stale count in between only delays the spread.
@@ -69,6 +72,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -212,6 +216,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err erro
 		case <-lost:
 			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
 				"queue", s.queue, "slot", st.j)
+			s.unclaim(st.j)
 			st.lease, st.j = nil, -1
 			s.change([]int{}, onChange)
 			// Take a slot again at once: the lease calls wait for the
@@ -337,6 +342,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		if err := old.Release(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("acemq: ordered queue could not release its old slot", "queue", s.queue, "slot", oldJ, "err", err)
 		}
+		s.unclaim(oldJ)
 	}
 	return nil
 }
@@ -348,7 +354,13 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 		if st.lease != nil && k >= st.j {
 			return nil // no lower slot is free
 		}
+		if !s.claim(k) {
+			continue // another spreader of this process holds it
+		}
 		l, err := s.leaser.Lease(ctx, s.slotName(k))
+		if err != nil {
+			s.unclaim(k)
+		}
 		switch {
 		case err == nil:
 			st.lease, st.j = l, k
@@ -416,5 +428,50 @@ func (s *spreader) release(ctx context.Context, st *slotState) {
 	if err := st.lease.Release(rctx); err != nil && !errors.Is(err, transport.ErrClosed) {
 		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "err", err)
 	}
+	s.unclaim(st.j)
 	st.lease, st.j = nil, -1
+}
+
+// localSlots are the slots the spreaders of this process hold, by
+// transport. A broker's lease belongs to a connection, and two spreaders of
+// one queue on one Conn (two consumers of it) share their connection: the
+// broker would let both take the same slot, so they check here first.
+var localSlots = struct {
+	sync.Mutex
+	m map[localSlot]struct{}
+}{m: map[localSlot]struct{}{}}
+
+type localSlot struct {
+	t    any // the transport, when its type is comparable; else the spreader
+	name string
+}
+
+func (s *spreader) localKey(j int) localSlot {
+	var owner any = s
+	if reflect.TypeOf(s.t).Comparable() {
+		owner = s.t
+	}
+	return localSlot{t: owner, name: s.slotName(j)}
+}
+
+// claim marks slot j as this process's on s's transport, or reports false
+// when another spreader here has it.
+func (s *spreader) claim(j int) bool {
+	k := s.localKey(j)
+	localSlots.Lock()
+	defer localSlots.Unlock()
+	if _, ok := localSlots.m[k]; ok {
+		return false
+	}
+	localSlots.m[k] = struct{}{}
+	return true
+}
+
+func (s *spreader) unclaim(j int) {
+	if j < 0 {
+		return
+	}
+	localSlots.Lock()
+	delete(localSlots.m, s.localKey(j))
+	localSlots.Unlock()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	neturl "net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -152,14 +154,20 @@ type spreadInstance struct {
 
 // newSpreadInstance connects a Conn to url for queue. With reg the
 // instance takes its leases from reg even when the transport has a Leaser.
-func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, quorum bool) *spreadInstance {
+// A RabbitMQ instance dials with cfg when given.
+func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, quorum bool, cfg ...rabbitmq.Config) *spreadInstance {
 	t.Helper()
 	ctx := ctxT(t)
 	var inner transport.Transport
 	if name, ok := strings.CutPrefix(url, "memory://"); ok {
 		inner = memory.New(strings.TrimSuffix(name, "/"))
 	} else {
-		r, err := rabbitmq.Dial(ctx, url, rabbitmq.Config{Logger: quiet})
+		c := rabbitmq.Config{}
+		if len(cfg) > 0 {
+			c = cfg[0]
+		}
+		c.Logger = quiet
+		r, err := rabbitmq.Dial(ctx, url, c)
 		require.NoError(t, err)
 		inner = r
 	}
@@ -179,6 +187,15 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 	sp, err := acemq.NewSpreaderForTest(c, queue, spreadPartitions, quorum, spreadPeriod(url))
 	require.NoError(t, err)
 	return &spreadInstance{name: name, tr: tr, conn: c, sp: sp}
+}
+
+// sibling is a second instance on in's Conn: two consumers of one ordered
+// queue in one process share their connection.
+func (in *spreadInstance) sibling(t *testing.T, url, queue, name string) *spreadInstance {
+	t.Helper()
+	sp, err := acemq.NewSpreaderForTest(in.conn, queue, spreadPartitions, false, spreadPeriod(url))
+	require.NoError(t, err)
+	return &spreadInstance{name: name, tr: in.tr, conn: in.conn, sp: sp}
 }
 
 func (in *spreadInstance) start(t *testing.T) {
@@ -353,6 +370,24 @@ func TestSpreadQuorumMembers(t *testing.T) {
 	})
 }
 
+// TestSpreadTwoOnOneConn: two spreaders of one queue on one Conn (whose
+// leases belong to one connection) take distinct slots.
+func TestSpreadTwoOnOneConn(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := spreadQueue(t, url)
+		a := newSpreadInstance(t, url, q, "a", nil, false)
+		b := a.sibling(t, url, q, "b")
+		c := newSpreadInstance(t, url, q, "c", nil, false)
+		for _, in := range []*spreadInstance{a, b, c} {
+			in.start(t)
+		}
+		settle(t, url, []*spreadInstance{a, b, c})
+		require.NoError(t, a.stop(t))
+		settle(t, url, []*spreadInstance{b, c})
+	})
+}
+
 // TestSpreadRebalancesOnDeathLeaveAndJoin runs 3 instances, closes one
 // Conn under its running spreader (a death without goodbye), ends another's
 // run (a leave), then starts two more, and times each rebalance.
@@ -502,4 +537,185 @@ func TestSpreadRunLeavesNothingBehind(t *testing.T) {
 		require.NoError(t, a.conn.Close())
 		require.NoError(t, b.conn.Close())
 	}()
+}
+
+// spreadProxy forwards TCP connections to RabbitMQ and can cut them (a
+// connection killed) or freeze them and refuse new ones (a peer gone
+// silent, found only by heartbeats), touching only the instance behind it.
+type spreadProxy struct {
+	t        *testing.T
+	url      string // the broker's URL through the proxy
+	upstream string
+	ln       net.Listener
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	thawed chan struct{} // closed unless frozen
+}
+
+func newSpreadProxy(t *testing.T, brokerURL string) *spreadProxy {
+	t.Helper()
+	u, err := neturl.Parse(brokerURL)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &spreadProxy{t: t, upstream: u.Host, ln: ln, conns: map[net.Conn]struct{}{}, thawed: make(chan struct{})}
+	close(p.thawed)
+	u.Host = ln.Addr().String()
+	p.url = u.String()
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.thaw()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *spreadProxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		frozen := p.isFrozenLocked()
+		p.mu.Unlock()
+		if frozen {
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+func (p *spreadProxy) isFrozenLocked() bool {
+	select {
+	case <-p.thawed:
+		return false
+	default:
+		return true
+	}
+}
+
+// pipe copies src to dst, holding the bytes while the proxy is frozen.
+func (p *spreadProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			thawed := p.thawed
+			p.mu.Unlock()
+			<-thawed
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// cut closes every connection through the proxy; new ones are let through.
+func (p *spreadProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// freeze holds every byte in flight and refuses new connections.
+func (p *spreadProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.isFrozenLocked() {
+		p.thawed = make(chan struct{})
+	}
+}
+
+// thaw cuts the frozen connections (their peers gave up on them) and lets
+// new ones through.
+func (p *spreadProxy) thaw() {
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	if p.isFrozenLocked() {
+		close(p.thawed)
+	}
+	p.mu.Unlock()
+}
+
+// TestSpreadConnectionDiesAndComesBack runs three instances on RabbitMQ,
+// one of them through a proxy: its connection is killed (it comes back at
+// once), then goes silent until the heartbeats find it dead (the other two
+// take its partitions), then comes back.
+func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.RabbitMQ(t)
+	q := spreadQueue(t, url)
+	p := newSpreadProxy(t, url)
+	a := newSpreadInstance(t, p.url, q, "a", nil, false, rabbitmq.Config{Heartbeat: time.Second, MaxBackoff: 500 * time.Millisecond})
+	if _, ok := a.tr.Transport.(transport.Leaser); !ok {
+		t.Skip("the rabbitmq transport has no Leaser yet: a connection's death cannot end a fake lease")
+	}
+	b := newSpreadInstance(t, url, q, "b", nil, false)
+	c := newSpreadInstance(t, url, q, "c", nil, false)
+	for _, in := range []*spreadInstance{a, b, c} {
+		in.start(t)
+	}
+	settle(t, url, []*spreadInstance{a, b, c})
+
+	// Killed: the socket closes, the broker drops a's subscription and slot
+	// at once, a reconnects and takes a slot again.
+	a.mu.Lock()
+	seen := len(a.history)
+	a.mu.Unlock()
+	start := time.Now()
+	p.cut()
+	require.Eventually(t, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return slices.ContainsFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })
+	}, spreadDeadline, time.Millisecond, "a never dropped its partitions after its connection was killed")
+	took := settle(t, url, []*spreadInstance{a, b, c})
+	t.Logf("connection killed: a dropped its partitions, came back, 3 balanced %v after the cut (with %v of steady state)",
+		time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+
+	// Silent: only the heartbeats (1 s here) tell the broker a is gone.
+	start = time.Now()
+	p.freeze()
+	require.Eventually(t, func() bool { return len(a.sp.Held()) == 0 }, spreadDeadline, time.Millisecond,
+		"a kept its partitions after its connection went silent")
+	settle(t, url, []*spreadInstance{b, c})
+	t.Logf("connection silent: 2 balanced %v after it went silent", time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	p.thaw()
+	settle(t, url, []*spreadInstance{a, b, c})
+	t.Logf("connection back: 3 balanced %v after", time.Since(start).Round(time.Millisecond))
+	require.NoError(t, a.stop(t))
 }
