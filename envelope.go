@@ -30,6 +30,7 @@ type Envelope struct {
 	Origin        string         // who published it first, <executable>@<hostname> by default; AMQP app-id
 	Error         string         // the last failure's reason (retries, dead letters, parked)
 	ReplyTo       string         // where a reply goes; AMQP reply-to
+	Key           string         // the ordering key (see Ordered); header x-acemq-key, only when set
 	Headers       map[string]any // the application's headers
 
 	// reserved holds x-acemq- headers the fields above do not stand for,
@@ -51,6 +52,7 @@ const (
 	hdrCausationID = "x-acemq-causation-id"
 	hdrAttempt     = "x-acemq-attempt"
 	hdrError       = "x-acemq-error"
+	hdrKey         = "x-acemq-key"
 
 	hdrID            = "x-acemq-id"             // v1: message-id in v2
 	hdrType          = "x-acemq-type"           // v1: type in v2
@@ -63,7 +65,7 @@ const (
 // array; a message carrying more makes the reading connection fail as a
 // whole, again at every redelivery. maxHeaders, what Send accepts, and
 // maxReadHeaders, what a consumer accepts, leave room under it for the
-// reserved headers the engine renders (four at most) and the x-death headers a broker
+// reserved headers the engine renders (five at most) and the x-death headers a broker
 // adds when a retry tier dead-letters (up to 7), so that no move the engine
 // makes turns a readable message into an unreadable one.
 const (
@@ -134,6 +136,9 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	if moved && e.Error != "" {
 		extra++
 	}
+	if e.Key != "" {
+		extra++
+	}
 	clean := true
 	for k := range e.Headers {
 		if isReserved(k) {
@@ -172,6 +177,9 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	if moved && e.Error != "" {
 		h[hdrError] = e.Error
 	}
+	if e.Key != "" {
+		h[hdrKey] = e.Key
+	}
 	if len(h) > 0 {
 		m.Headers = h
 	}
@@ -193,7 +201,7 @@ func wireTime(t time.Time) time.Time {
 func isFieldHeader(name string) bool {
 	switch strings.ToLower(name) {
 	case hdrID, hdrType, hdrVersion, hdrCorrelationID, hdrCausationID,
-		hdrAttempt, hdrFirstSeen, hdrOrigin, hdrError, transport.UnreadableHeaders:
+		hdrAttempt, hdrFirstSeen, hdrOrigin, hdrError, hdrKey, transport.UnreadableHeaders:
 		return true
 	}
 	return false
@@ -246,6 +254,8 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 			note(readString(k, v, &e.Origin))
 		case hdrError:
 			note(readString(k, v, &e.Error))
+		case hdrKey:
+			note(readString(k, v, &e.Key))
 		case hdrVersion:
 			note(readInt(k, v, 1, math.MaxInt32, &e.Version))
 		case hdrAttempt:

@@ -56,7 +56,7 @@ func checkEnvelope(e *Envelope) error {
 	case !e.FirstSeen.IsZero() && e.FirstSeen.Before(time.Unix(0, 0)):
 		return fmt.Errorf("acemq: the envelope's FirstSeen, %s, is before 1970, which AMQP cannot carry", e.FirstSeen.UTC().Format(time.RFC3339))
 	}
-	for _, f := range [...]struct{ name, value string }{{"CausationID", e.CausationID}, {"Error", e.Error}} {
+	for _, f := range [...]struct{ name, value string }{{"CausationID", e.CausationID}, {"Error", e.Error}, {"Key", e.Key}} {
 		if !utf8.ValidString(f.value) {
 			// It travels as a header, which a consumer reads as text.
 			return fmt.Errorf("acemq: the envelope's %s is not valid UTF-8", f.name)
@@ -66,8 +66,11 @@ func checkEnvelope(e *Envelope) error {
 }
 
 // checkProperties reports an envelope field too long for the AMQP property
-// it travels in.
+// it travels in, or, for the ordering key, for the 255 bytes a key may have.
 func checkProperties(e *Envelope) error {
+	if len(e.Key) > maxShortString {
+		return fmt.Errorf("acemq: the envelope's Key is %d bytes, more than the %d a key may have", len(e.Key), maxShortString)
+	}
 	for _, f := range [...]struct{ name, value string }{
 		{"ID", e.ID}, {"Type", e.Type}, {"CorrelationID", e.CorrelationID},
 		{"Origin", e.Origin}, {"ReplyTo", e.ReplyTo},

@@ -16,7 +16,7 @@ func TestRenderParseRoundTrip(t *testing.T) {
 	e := &Envelope{
 		ID: "id-1", Type: "OrderPlaced", Version: 2, CorrelationID: "c", CausationID: "k",
 		Attempt: 3, FirstSeen: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC),
-		Origin: "svc@host", Error: "boom", ReplyTo: "amq.rabbitmq.reply-to.x",
+		Origin: "svc@host", Error: "boom", ReplyTo: "amq.rabbitmq.reply-to.x", Key: "order-42",
 		Headers:  map[string]any{"x-tenant": "alpha", "x-acemq-forged": "dropped"},
 		reserved: map[string]any{"x-acemq-itinerary": []any{"a", "b"}},
 	}
@@ -50,6 +50,7 @@ func TestRenderWireV2(t *testing.T) {
 		{name: "first attempt, version 1: no header at all", change: func(*Envelope) {}},
 		{name: "version 2", change: func(e *Envelope) { e.Version = 2 }, headers: map[string]any{hdrVersion: int32(2)}},
 		{name: "a causation", change: func(e *Envelope) { e.CausationID = "cause" }, headers: map[string]any{hdrCausationID: "cause"}},
+		{name: "an ordering key", change: func(e *Envelope) { e.Key = "order-7" }, headers: map[string]any{hdrKey: "order-7"}},
 		{name: "a retry writes attempt and error", change: func(e *Envelope) { e.Attempt = 2 }, moved: true,
 			headers: map[string]any{hdrAttempt: int32(2), hdrError: "left by an interceptor"}},
 		{name: "application headers only", change: func(e *Envelope) { e.Headers = map[string]any{"x-tenant": "a"} },
@@ -273,6 +274,8 @@ func TestCheckEnvelope(t *testing.T) {
 		{"type too long", func(e *Envelope) { e.Type = strings.Repeat("t", 300) }, "Type is 300 bytes"},
 		{"origin too long", func(e *Envelope) { e.Origin = strings.Repeat("o", 256) }, "Origin is 256 bytes"},
 		{"causation not UTF-8", func(e *Envelope) { e.CausationID = "\xff" }, "CausationID is not valid UTF-8"},
+		{"key not UTF-8", func(e *Envelope) { e.Key = "k\xff" }, "Key is not valid UTF-8"},
+		{"key too long", func(e *Envelope) { e.Key = strings.Repeat("k", 256) }, "Key is 256 bytes, more than the 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := ok()

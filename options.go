@@ -16,6 +16,8 @@ type publisherConfig struct {
 	typeName    string
 	version     int
 	contentType string
+	keyBy       any    // a func(T) string, from KeyBy
+	keyByType   string // the T KeyBy was given for, for the error
 }
 
 // TypeName names a message type instead of T's name (e.g. "OrderPlaced",
@@ -51,6 +53,22 @@ func ContentType(ct string) PublisherOption {
 	return publisherOptionFunc(func(c *publisherConfig) { c.contentType = ct })
 }
 
+// KeyBy gives each message of a Publisher[T] the ordering key fn returns
+// for its payload (Envelope.Key; see Ordered), in Send and in SendAll. A
+// Key given to one Send wins over it, and a publish interceptor may still
+// change it. fn must be for the publisher's own T: given to a publisher of
+// another type, every Send fails with an error naming both types. An empty
+// key leaves the message without one.
+func KeyBy[T any](fn func(T) string) PublisherOption {
+	return publisherOptionFunc(func(c *publisherConfig) {
+		if fn == nil {
+			c.keyBy, c.keyByType = nil, ""
+			return
+		}
+		c.keyBy, c.keyByType = fn, typeName[T]()
+	})
+}
+
 // SendOption configures one Send.
 type SendOption interface{ applySend(*sendConfig) }
 
@@ -64,6 +82,7 @@ type sendConfig struct {
 	id            string
 	correlationID string
 	causationID   string
+	key           string
 	errs          []error
 }
 
@@ -106,4 +125,13 @@ func CorrelationID(id string) SendOption {
 // incoming message's ID.
 func CausationID(id string) SendOption {
 	return sendOptionFunc(func(c *sendConfig) { c.causationID = id })
+}
+
+// Key sets the message's ordering key, Envelope.Key: an ordered consumer
+// (see Ordered) handles the messages of one key one at a time, in the order
+// they were sent. It travels as the header x-acemq-key. A key is at most
+// 255 bytes of UTF-8; a longer one, or one that is not UTF-8, makes Send
+// fail. The empty key is no key.
+func Key(k string) SendOption {
+	return sendOptionFunc(func(c *sendConfig) { c.key = k })
 }

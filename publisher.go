@@ -236,6 +236,13 @@ func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m Raw
 		return RawMessage{}, false, errors.Join(sc.errs...)
 	}
 	env := p.envelope(ctx, sc)
+	if env.Key == "" && p.cfg.keyBy != nil {
+		fn, ok := p.cfg.keyBy.(func(T) string)
+		if !ok {
+			return RawMessage{Exchange: p.exchange, Envelope: env}, false, fmt.Errorf("acemq: the publisher of %s was given KeyBy for %s: KeyBy's function must take the publisher's type", typeName[T](), p.cfg.keyByType)
+		}
+		env.Key = fn(v)
+	}
 	m = RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
 		// Only a chain needs the PublishContext and the boxed payload. The
@@ -290,6 +297,7 @@ func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
 		Attempt:       1,
 		FirstSeen:     wireTime(time.Now()), // as the AMQP timestamp carries it
 		Origin:        p.conn.cfg.origin,
+		Key:           sc.key,
 		Headers:       sc.headers,
 		reserved:      sc.reserved,
 	}

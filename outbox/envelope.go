@@ -28,6 +28,7 @@ type storedEnvelope struct {
 	Origin        string                     `json:"origin,omitempty"`
 	Error         string                     `json:"error,omitempty"`
 	ReplyTo       string                     `json:"reply_to,omitempty"`
+	Key           string                     `json:"key,omitempty"`
 	Headers       map[string]json.RawMessage `json:"headers,omitempty"`
 	Reserved      map[string]json.RawMessage `json:"reserved,omitempty"`
 	// Headers and reserved headers whose names are not valid UTF-8, which
@@ -53,7 +54,7 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 		ID: e.ID, Type: e.Type, Version: e.Version,
 		CorrelationID: e.CorrelationID, CausationID: e.CausationID,
 		Attempt: e.Attempt, FirstSeen: e.FirstSeen.UTC(), Origin: e.Origin,
-		Error: e.Error, ReplyTo: e.ReplyTo,
+		Error: e.Error, ReplyTo: e.ReplyTo, Key: e.Key,
 	}
 	var err error
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers, 0); err != nil {
@@ -79,7 +80,7 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		ID: s.ID, Type: s.Type, Version: s.Version,
 		CorrelationID: s.CorrelationID, CausationID: s.CausationID,
 		Attempt: s.Attempt, FirstSeen: s.FirstSeen.UTC(), Origin: s.Origin,
-		Error: s.Error, ReplyTo: s.ReplyTo,
+		Error: s.Error, ReplyTo: s.ReplyTo, Key: s.Key,
 	}
 	var err error
 	if e.Headers, err = decodeTables(s.Headers, s.Headers64, 0); err != nil {

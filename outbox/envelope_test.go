@@ -50,7 +50,7 @@ func TestEnvelopeRoundTripsWithHeaderTypes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := &acemq.Envelope{
 				ID: "id-1", Type: "Order", Version: 2, CorrelationID: "c", CausationID: "k",
-				Attempt: 1, FirstSeen: when.UTC(), Origin: "svc@host", ReplyTo: "r",
+				Attempt: 1, FirstSeen: when.UTC(), Origin: "svc@host", ReplyTo: "r", Key: "order-1",
 				Headers: map[string]any{"h": tc.value},
 			}
 			hooks.Reserved(in, true)["x-acemq-slip"] = []any{"a", "b"}

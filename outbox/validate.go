@@ -38,6 +38,7 @@ func checkMessage(m acemq.RawMessage) error {
 		{"causation ID", e.CausationID, false},
 		{"origin", e.Origin, false},
 		{"reply-to", e.ReplyTo, false},
+		{"key", e.Key, false},
 		{"error", e.Error, false},
 	}
 	var errs []string

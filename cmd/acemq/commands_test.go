@@ -99,6 +99,7 @@ func TestPeek(t *testing.T) {
 				{"the reason", "the handler rejected it: customer 42 does not exist"},
 				{"the attempt", "attempt      1"},
 				{"a header", "x-region = eu"},
+				{"its ordering key", "key          key-OrderPlaced"},
 				{"the body, cut", `{"n":0,"pad":"` + strings.Repeat("x", 26) + `… (276 more bytes)`},
 				{"the summary", "2 messages shown; put back on " + dlq},
 			}

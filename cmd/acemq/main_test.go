@@ -77,7 +77,7 @@ func deadLetters(t *testing.T, rawURL, queue string, types ...string) *acemq.Con
 	for i, typ := range types {
 		pub := acemq.NewPublisher[acemq.Raw](mq, "", queue, acemq.TypeName(typ), acemq.ContentType("application/json"))
 		body := acemq.Raw(`{"n":` + string(rune('0'+i%10)) + `,"pad":"` + strings.Repeat("x", 300) + `"}`)
-		if err := pub.Send(ctx, body, acemq.MessageID(typ+"-"+string(rune('a'+i))), acemq.Header("x-region", "eu")); err != nil {
+		if err := pub.Send(ctx, body, acemq.MessageID(typ+"-"+string(rune('a'+i))), acemq.Header("x-region", "eu"), acemq.Key("key-"+typ)); err != nil {
 			t.Fatalf("send: %v", err)
 		}
 	}

@@ -114,6 +114,7 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	field("correlation", env.CorrelationID)
 	field("causation", env.CausationID)
 	field("reply to", env.ReplyTo)
+	field("key", env.Key)
 	field("content", fmt.Sprintf("%s, %d bytes", orNone(d.ContentType), len(d.Body)))
 	if d.Redelivered {
 		field("redelivered", "yes")

@@ -235,7 +235,9 @@ func (n *Node) prepare() error {
 	if err := os.WriteFile(filepath.Join(n.dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[].\n"), 0o644); err != nil {
+	// The consistent-hash exchange is what ordered consumers partition
+	// keys with (SPEC §16); it ships with rabbitmq-server.
+	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[rabbitmq_consistent_hash_exchange].\n"), 0o644); err != nil {
 		return err
 	}
 	out, err := exec.Command("chown", "-R", "rabbitmq:rabbitmq", n.cfg.Dir).CombinedOutput()
