@@ -34,7 +34,6 @@ const (
 	// its channel, so retries in place must stay under it.
 	maxInPlaceDelay = 15 * time.Minute
 
-	hdrKey     = "x-acemq-key"
 	hdrControl = "x-acemq-control"
 )
 

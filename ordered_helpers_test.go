@@ -79,23 +79,33 @@ func keyed(t testing.TB, q string, s Step) transport.Message {
 	}
 }
 
-// publishAll publishes ms in order, confirmed, many at a time.
+// publishAll publishes ms, confirmed, many at a time but never two of one
+// key at once: a batch goes out over several channels, which may reorder
+// it, so a key's next message waits for the confirm of the one before.
 func publishAll(t testing.TB, c *acemq.Conn, ms []transport.Message) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if bp, ok := c.Transport().(transport.BatchPublisher); ok {
-		for len(ms) > 0 {
-			n := min(len(ms), 500)
-			for i, err := range bp.PublishBatch(ctx, ms[:n]) {
-				require.NoError(t, err, "message %d", i)
-			}
-			ms = ms[n:]
+	bp, ok := c.Transport().(transport.BatchPublisher)
+	if !ok {
+		for _, m := range ms {
+			require.NoError(t, c.Transport().Publish(ctx, m))
 		}
 		return
 	}
-	for _, m := range ms {
-		require.NoError(t, c.Transport().Publish(ctx, m))
+	for len(ms) > 0 {
+		keys := map[any]bool{}
+		n := 0
+		for n < len(ms) && !keys[ms[n].Headers["x-acemq-key"]] {
+			if k, ok := ms[n].Headers["x-acemq-key"]; ok {
+				keys[k] = true
+			}
+			n++
+		}
+		for i, err := range bp.PublishBatch(ctx, ms[:n]) {
+			require.NoError(t, err, "message %d", i)
+		}
+		ms = ms[n:]
 	}
 }
 
