@@ -41,7 +41,10 @@ type partition struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped bool // guarded by orderedRun.mu
-	loaded  bool // the registry was read after its first delivery; its Consume goroutine's
+	// Its Consume goroutine's: the registry was read after the first
+	// delivery of the current channel, and that channel's acknowledger.
+	loaded bool
+	acker  transport.Acknowledger
 }
 
 // itemState is where a delivery is in its lane.
@@ -66,6 +69,7 @@ type item struct {
 	timer    *time.Timer
 	blocked  bool // its failure blocked its key
 	fromHeld bool // taken from its key's held queue by a release
+	stale    bool // its channel is gone (the broker delivers it again); guarded by orderedRun.mu
 }
 
 // lane is the deliveries of one key, the running (or waiting) one first.
@@ -196,6 +200,14 @@ func (o *orderedRun) heldNow() []int {
 // delivery of a subscription reads the blocked-key registry first, since
 // the holder before may have blocked keys of the partition.
 func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
+	if p.acker != nil && d.Acker != p.acker {
+		// The transport resumed the subscription on a new channel: what
+		// the old one handed out comes again, and another instance may
+		// have held the partition in between.
+		o.dropStale(p, p.acker)
+		p.loaded = false
+	}
+	p.acker = d.Acker
 	if !p.loaded {
 		if !o.loadRegistry(p) {
 			_ = d.Release()
@@ -219,6 +231,45 @@ func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
 		o.pushLocked(it)
 	}
 	o.mu.Unlock()
+}
+
+// dropStale forgets the deliveries of partition p that came on the channel
+// of acker, now gone: the broker delivers them again, in order, on the new
+// one. A running one finishes (its ack fails); the key's next delivery
+// waits for it, so no two of a key run here at once.
+func (o *orderedRun) dropStale(p *partition, acker transport.Acknowledger) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	gone := func(it *item) bool { return it.p == p && it.d.Acker == acker }
+	o.ready = slices.DeleteFunc(o.ready, func(it *item) bool {
+		if gone(it) {
+			it.stale = true
+			return true
+		}
+		return false
+	})
+	for key, l := range o.lanes {
+		l.items = slices.DeleteFunc(l.items, func(it *item) bool {
+			if !gone(it) {
+				return false
+			}
+			it.stale = true
+			switch it.state {
+			case itemRunning:
+				return false
+			case itemWaiting:
+				return it.timer.Stop() // else its timer drops it
+			}
+			return true
+		})
+		if len(l.items) == 0 {
+			delete(o.lanes, key)
+		} else if head := l.items[0]; head.state == itemQueued {
+			o.pushLocked(head)
+		}
+	}
+	o.e.conn.cfg.logger.Warn("acemq: a partition's channel was replaced; its deliveries not yet handled come again",
+		"queue", o.e.queue, "partition", p.i)
 }
 
 // loadRegistry reads the registry for partition p, trying again while the
@@ -338,19 +389,24 @@ func (o *orderedRun) run(it *item) {
 // workers go on.
 func (o *orderedRun) waitInPlace(it *item, wait time.Duration) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if it.p.stopped {
+	if it.p.stopped || it.stale {
 		o.removeLocked(it)
-		go func() { _ = it.d.Release() }()
+		o.mu.Unlock()
+		if !it.stale {
+			_ = it.d.Release()
+		}
 		return
 	}
+	defer o.mu.Unlock()
 	it.state = itemWaiting
 	it.timer = time.AfterFunc(wait, func() {
 		o.mu.Lock()
-		if it.p.stopped {
+		if it.p.stopped || it.stale {
 			o.removeLocked(it)
 			o.mu.Unlock()
-			_ = it.d.Release()
+			if !it.stale {
+				_ = it.d.Release()
+			}
 			return
 		}
 		o.pushLocked(it)

@@ -16,6 +16,8 @@ import (
 	"github.com/acemq/acemq/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // inPlace is a retry policy short enough for the ordering tests.
@@ -443,4 +445,73 @@ func TestOrderedPauseAndKeyless(t *testing.T) {
 	}
 	require.Equal(t, []string{"a1", "a2", "a3", "a4", "a5"}, a)
 	require.Contains(t, seen, "99")
+}
+
+// TestOrderedBlockedKeysGauge: acemq.consumer.blocked_keys counts the keys
+// blocked in the partitions the instance holds, and drops after a release.
+func TestOrderedBlockedKeysGauge(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	c := connect(t, acemq.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))), acemq.WithRetryPolicy(inPlace))
+	q := acemqtestQueue(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		if failing.Load() && m.Payload.N == 1 {
+			return acemq.Reject(errors.New("no"))
+		}
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2, BlockOnFailure: true}))
+	require.NoError(t, err)
+	run(t, cons)
+	gauge := func() int64 {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "acemq.consumer.blocked_keys" {
+					for _, p := range g.DataPoints {
+						if v, _ := p.Attributes.Value("messaging.destination.name"); v.AsString() == q {
+							return p.Value
+						}
+					}
+				}
+			}
+		}
+		return -1
+	}
+	within(t, 10*time.Second, "the gauge at 0 while running", func() bool { return gauge() == 0 })
+	publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "a", N: 1}), keyed(t, q, Step{Key: "b", N: 1})})
+	within(t, 10*time.Second, "two keys blocked", func() bool { return gauge() == 2 })
+	failing.Store(false)
+	require.NoError(t, acemq.ReleaseKey(ctxT(t), c, q, "a"))
+	within(t, 10*time.Second, "one key blocked", func() bool { return gauge() == 1 })
+	require.NoError(t, c.Health(ctxT(t)), "blocked keys leave Health nil")
+}
+
+// TestOrderedRouter: a Router takes Ordered too, and reports its
+// partitions.
+func TestOrderedRouter(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := acemqtestQueue(t)
+	r := acemq.NewRouter(c, q, acemq.Ordered(acemq.OrderPolicy{Partitions: 3}), acemq.Concurrency(4))
+	var mu sync.Mutex
+	var seen []int
+	acemq.Route(r, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Payload.N)
+		return acemq.Done()
+	})
+	require.Empty(t, r.Partitions())
+	run(t, r)
+	var ms []transport.Message
+	for n := 1; n <= 20; n++ {
+		ms = append(ms, keyed(t, q, Step{Key: "k", N: n}))
+	}
+	publishAll(t, c, ms)
+	within(t, 10*time.Second, "20 handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 20 })
+	require.True(t, slices.IsSorted(seen), "%v", seen)
+	within(t, 10*time.Second, "all partitions", func() bool { return slices.Equal(r.Partitions(), []int{0, 1, 2}) })
 }
