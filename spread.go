@@ -36,10 +36,13 @@ package acemq
 // partitions, with ⌊P/N⌋ or ⌈P/N⌉ in each. A join, a leave (run's ctx ends:
 // the spreader cancels its member subscription and releases its slot) or a
 // death (the broker drops the subscription and the slot together with the
-// connection; on RabbitMQ at once when the socket closes, within two
-// heartbeats when the peer vanishes) is seen by every other instance at its
-// next tick, so the spread settles within a tick or two of the broker
-// noticing.
+// connection: on RabbitMQ at once when the socket closes, as when a process
+// dies or a Conn closes; two to three heartbeat intervals after a peer goes
+// silent) is seen by every other instance at its next tick, so the spread
+// settles within a tick or two of the broker noticing. The broker noticing
+// is also the earliest a partition can change hands, since its
+// single-active-consumer queue keeps the dead subscription active until
+// then.
 //
 // # Why a wrong answer is never unsafe
 //
@@ -58,13 +61,23 @@ package acemq
 // partition subscription of that instance, so the spreader drops all its
 // partitions at once and takes a slot again once the transport is back.
 // Leases are never taken again by the transport after a reconnect; only the
-// spreader decides, so a reconnected instance never holds two slots. A lease
-// belongs to a connection, and the broker lets a connection declare its own
-// exclusive queue again, so two spreaders of one queue on one Conn also
-// check a table of the slots this process holds before they ask the broker. The
-// transport declares {queue}.members again after a reconnect, and the
-// spreader declares it again when it finds it gone (deleted by hand); a
-// stale count in between only delays the spread.
+// spreader decides, so a reconnected instance never holds two slots. The
+// broker would let a connection declare its own exclusive queue again, so
+// both transports also refuse a lease they hold already: two spreaders of
+// one queue on one Conn never share a slot. The transport declares
+// {queue}.members again after a reconnect, and the spreader declares it
+// again when it finds it gone (deleted by hand); a stale count in between
+// only delays the spread.
+//
+// # What keeps it moving
+//
+// A tick waits for the broker at most four periods (at least 5 s) and ends
+// at once when the slot is lost, so a broker call that waits for a
+// reconnection never keeps run from dropping its partitions or from ending.
+// A slot whose Release failed, or whose Lease failed midway, may still be
+// held by this connection with no instance behind it; such a slot would
+// break the pigeonhole for everyone, so each tick takes it again (a
+// connection may take its own) and releases it.
 
 import (
 	"context"
@@ -72,7 +85,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -84,6 +96,10 @@ import (
 // spreadPeriod is how often a spreader looks at the member count and its
 // slot, on average.
 const spreadPeriod = 2 * time.Second
+
+// minTickLimit is the least time one tick may wait for the broker (four
+// periods when longer).
+const minTickLimit = 5 * time.Second
 
 // maxSlotTries bounds the slots a spreader tries beyond the member count
 // when every lower one is taken: each taken slot is a live instance, so
@@ -154,6 +170,12 @@ type slotState struct {
 	j        int             // the slot lease holds
 	n        int             // the last member count read; 0 before the first
 	declared bool            // the members queue was declared
+
+	// stale are slots this connection may hold without a Lease to show
+	// for it: a Release that failed, or a Lease that failed midway. Each
+	// tick takes them again (a connection may) and releases them, so no
+	// slot stays locked with nobody behind it.
+	stale []int
 }
 
 // run takes part in the spread until ctx ends. It calls onChange from its
@@ -216,14 +238,13 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err erro
 		case <-lost:
 			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
 				"queue", s.queue, "slot", st.j)
-			s.unclaim(st.j)
 			st.lease, st.j = nil, -1
 			s.change([]int{}, onChange)
 			// Take a slot again at once: the lease calls wait for the
 			// transport to be back.
 		case <-timer.C:
 		}
-		if err := s.tick(ctx, st); err != nil {
+		if err := s.tickBounded(ctx, st); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -232,6 +253,36 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err erro
 		s.change(s.compute(st), onChange)
 		timer.Reset(s.next(st))
 	}
+}
+
+// tickBounded runs one tick with a deadline and ends it early when the
+// slot is lost: while the connection is down the transport's calls wait for
+// the next one, and run must still drop its partitions at once and end when
+// its ctx does.
+func (s *spreader) tickBounded(ctx context.Context, st *slotState) error {
+	limit := max(4*s.period, minTickLimit)
+	tctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if st.lease != nil {
+		lost, done := st.lease.Lost(), make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-lost:
+				cancel()
+			case <-done:
+			}
+		}()
+		defer wg.Wait()
+		defer close(done)
+	}
+	err := s.tick(tctx, st)
+	if err == nil && ctx.Err() == nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
+		s.log.Warn("acemq: ordered queue's broker did not answer; trying again", "queue", s.queue, "waited", limit)
+	}
+	return err
 }
 
 // next is the wait before the next tick: about a period, shorter while the
@@ -328,6 +379,9 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		s.log.Warn("acemq: ordered queue cannot count its instances; keeping the last count",
 			"queue", s.queue, "instances", st.n, "err", err)
 	}
+	if err := s.cleanStale(ctx, st); err != nil {
+		return err
+	}
 	if st.n < 1 {
 		return nil // take a slot once this instance is counted
 	}
@@ -339,10 +393,10 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		if err := s.take(ctx, st, st.n); err != nil || st.lease == old {
 			return err
 		}
-		if err := old.Release(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("acemq: ordered queue could not release its old slot", "queue", s.queue, "slot", oldJ, "err", err)
+		if err := old.Release(ctx); err != nil {
+			s.log.Warn("acemq: ordered queue could not release its old slot; trying again", "queue", s.queue, "slot", oldJ, "err", err)
+			st.stale = append(st.stale, oldJ)
 		}
-		s.unclaim(oldJ)
 	}
 	return nil
 }
@@ -354,13 +408,7 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 		if st.lease != nil && k >= st.j {
 			return nil // no lower slot is free
 		}
-		if !s.claim(k) {
-			continue // another spreader of this process holds it
-		}
 		l, err := s.leaser.Lease(ctx, s.slotName(k))
-		if err != nil {
-			s.unclaim(k)
-		}
 		switch {
 		case err == nil:
 			st.lease, st.j = l, k
@@ -369,16 +417,43 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 			continue
 		case errors.Is(err, transport.ErrClosed):
 			return fmt.Errorf("acemq: ordered queue %q: taking a slot: %w", s.queue, err)
-		case ctx.Err() != nil:
-			return nil
 		default:
-			s.log.Warn("acemq: ordered queue could not take a slot; trying again", "queue", s.queue, "slot", k, "err", err)
+			// The broker may have made the lease before the call failed.
+			st.stale = append(st.stale, k)
+			if ctx.Err() == nil {
+				s.log.Warn("acemq: ordered queue could not take a slot; trying again", "queue", s.queue, "slot", k, "err", err)
+			}
 			return nil
 		}
 	}
 	if st.lease == nil {
 		s.log.Warn("acemq: ordered queue found every slot taken", "queue", s.queue, "tried", limit)
 	}
+	return nil
+}
+
+// cleanStale takes each stale slot again and releases it; one another
+// connection holds is not this instance's concern any more.
+func (s *spreader) cleanStale(ctx context.Context, st *slotState) error {
+	keep := st.stale[:0]
+	for _, k := range st.stale {
+		if st.lease != nil && k == st.j || slices.Contains(keep, k) {
+			continue
+		}
+		l, err := s.leaser.Lease(ctx, s.slotName(k))
+		switch {
+		case err == nil:
+			if err := l.Release(ctx); err != nil {
+				keep = append(keep, k)
+			}
+		case errors.Is(err, transport.ErrLocked):
+		case errors.Is(err, transport.ErrClosed):
+			return fmt.Errorf("acemq: ordered queue %q: releasing slot %d: %w", s.queue, k, err)
+		default:
+			keep = append(keep, k)
+		}
+	}
+	st.stale = keep
 	return nil
 }
 
@@ -420,58 +495,18 @@ func (s *spreader) member(ctx context.Context, fatal chan<- error) {
 // release gives the slot up when run ends; ctx has usually ended, so it
 // has a few seconds of its own.
 func (s *spreader) release(ctx context.Context, st *slotState) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.cleanStale(rctx, st); err == nil && len(st.stale) > 0 {
+		s.log.Warn("acemq: ordered queue could not release slots it may hold; they end with its connection",
+			"queue", s.queue, "slots", st.stale)
+	}
+	st.stale = nil
 	if st.lease == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
 	if err := st.lease.Release(rctx); err != nil && !errors.Is(err, transport.ErrClosed) {
 		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "err", err)
 	}
-	s.unclaim(st.j)
 	st.lease, st.j = nil, -1
-}
-
-// localSlots are the slots the spreaders of this process hold, by
-// transport. A broker's lease belongs to a connection, and two spreaders of
-// one queue on one Conn (two consumers of it) share their connection: the
-// broker would let both take the same slot, so they check here first.
-var localSlots = struct {
-	sync.Mutex
-	m map[localSlot]struct{}
-}{m: map[localSlot]struct{}{}}
-
-type localSlot struct {
-	t    any // the transport, when its type is comparable; else the spreader
-	name string
-}
-
-func (s *spreader) localKey(j int) localSlot {
-	var owner any = s
-	if reflect.TypeOf(s.t).Comparable() {
-		owner = s.t
-	}
-	return localSlot{t: owner, name: s.slotName(j)}
-}
-
-// claim marks slot j as this process's on s's transport, or reports false
-// when another spreader here has it.
-func (s *spreader) claim(j int) bool {
-	k := s.localKey(j)
-	localSlots.Lock()
-	defer localSlots.Unlock()
-	if _, ok := localSlots.m[k]; ok {
-		return false
-	}
-	localSlots.m[k] = struct{}{}
-	return true
-}
-
-func (s *spreader) unclaim(j int) {
-	if j < 0 {
-		return
-	}
-	localSlots.Lock()
-	delete(localSlots.m, s.localKey(j))
-	localSlots.Unlock()
 }

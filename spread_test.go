@@ -42,8 +42,8 @@ func spreadPeriod(url string) time.Duration {
 }
 
 // spreadTransport is the transport an instance's Conn uses: the broker's
-// own, with its Leaser when it has one and a fakeLeaser otherwise, and an
-// Inspect that can be made to fail as it does while a node is down.
+// own, with its leases or a fakeLeaser's, and an Inspect that can be made
+// to fail as it does while a node is down.
 type spreadTransport struct {
 	transport.Transport
 	leaser      transport.Leaser
@@ -68,28 +68,30 @@ func (s *spreadTransport) Close() error {
 	return s.Transport.Close()
 }
 
-// fakeLeases is a lease registry shared by the fakeLeasers of one test: a
-// stand-in for the broker's exclusive queues where a transport has no
-// Leaser, and the way to lose a lease on purpose where it has one.
+// fakeLeases is a lease registry shared by the fakeLeasers of one test:
+// leases that a test can lose, or fail to release, on purpose.
 type fakeLeases struct {
 	mu    sync.Mutex
 	taken map[string]*fakeLease
 }
 
-// fakeRegistries holds the registry of each broker URL.
-var fakeRegistries sync.Map
-
 type fakeLeaser struct {
 	reg    *fakeLeases
 	closed bool // guarded by reg.mu
+
+	// failRelease makes the next Release fail as RabbitMQ's does when the
+	// delete does not get through: the connection keeps the lease without a
+	// Lease value, and a Lease of the name on it takes it again.
+	failRelease atomic.Bool
 }
 
 type fakeLease struct {
-	reg   *fakeLeases
-	owner *fakeLeaser
-	name  string
-	lost  chan struct{}
-	once  sync.Once
+	reg      *fakeLeases
+	owner    *fakeLeaser
+	name     string
+	lost     chan struct{}
+	once     sync.Once
+	orphaned bool // guarded by reg.mu: a Release failed, the name is still held
 }
 
 func (f *fakeLeaser) Lease(ctx context.Context, name string) (transport.Lease, error) {
@@ -101,7 +103,7 @@ func (f *fakeLeaser) Lease(ctx context.Context, name string) (transport.Lease, e
 	if f.closed {
 		return nil, fmt.Errorf("acemq: test lease %q: %w", name, transport.ErrClosed)
 	}
-	if _, ok := f.reg.taken[name]; ok {
+	if held, ok := f.reg.taken[name]; ok && !(held.owner == f && held.orphaned) {
 		return nil, fmt.Errorf("acemq: test lease %q: %w", name, transport.ErrLocked)
 	}
 	l := &fakeLease{reg: f.reg, owner: f, name: name, lost: make(chan struct{})}
@@ -130,6 +132,10 @@ func (l *fakeLease) Lost() <-chan struct{} { return l.lost }
 func (l *fakeLease) Release(context.Context) error {
 	l.reg.mu.Lock()
 	defer l.reg.mu.Unlock()
+	if l.reg.taken[l.name] == l && l.owner.failRelease.CompareAndSwap(true, false) {
+		l.orphaned = true
+		return fmt.Errorf("acemq: test release lease %q: the delete did not get through", l.name)
+	}
 	if l.reg.taken[l.name] == l {
 		delete(l.reg.taken, l.name)
 	}
@@ -152,8 +158,8 @@ type spreadInstance struct {
 	ended   bool    // onChange said nil
 }
 
-// newSpreadInstance connects a Conn to url for queue. With reg the
-// instance takes its leases from reg even when the transport has a Leaser.
+// newSpreadInstance connects a Conn to url for queue. It takes its leases
+// from reg when given, else from the transport.
 // A RabbitMQ instance dials with cfg when given.
 func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, quorum bool, cfg ...rabbitmq.Config) *spreadInstance {
 	t.Helper()
@@ -172,14 +178,12 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 		inner = r
 	}
 	tr := &spreadTransport{Transport: inner}
-	if l, ok := inner.(transport.Leaser); ok && reg == nil {
-		tr.leaser = l
-	} else {
-		if reg == nil { // one registry per broker, as the broker's own would be
-			r, _ := fakeRegistries.LoadOrStore(url, &fakeLeases{taken: map[string]*fakeLease{}})
-			reg = r.(*fakeLeases)
-		}
+	if reg != nil {
 		tr.leaser = &fakeLeaser{reg: reg}
+	} else {
+		l, ok := inner.(transport.Leaser)
+		require.True(t, ok, "%T is not a transport.Leaser", inner)
+		tr.leaser = l
 	}
 	c, err := acemq.Connect(ctx, url, acemq.WithTransport(tr), acemq.WithLogger(quiet))
 	require.NoError(t, err)
@@ -459,6 +463,38 @@ func TestSpreadLostLeaseDropsEverything(t *testing.T) {
 	assert.Empty(t, after[0], "the first change after the loss drops every partition; it was %v", after[0])
 }
 
+// TestSpreadReleasesASlotWhoseReleaseFailed: an instance that moved to a
+// lower slot but could not release the old one (its connection still holds
+// it) releases it at a later tick, so a newcomer can take it.
+func TestSpreadReleasesASlotWhoseReleaseFailed(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.Memory(t)
+	q := spreadQueue(t, url)
+	reg := &fakeLeases{taken: map[string]*fakeLease{}}
+	a := newSpreadInstance(t, url, q, "a", reg, false)
+	b := newSpreadInstance(t, url, q, "b", reg, false)
+	c := newSpreadInstance(t, url, q, "c", reg, false)
+	for _, in := range []*spreadInstance{a, b, c} {
+		in.start(t)
+	}
+	insts := []*spreadInstance{a, b, c}
+	settle(t, url, insts)
+	// The holder of slot 2 (partition 2) moves to slot 0 when the holder of
+	// slot 0 leaves, and fails to release slot 2.
+	holder := func(partition int) int {
+		return slices.IndexFunc(insts, func(in *spreadInstance) bool { return slices.Contains(in.sp.Held(), partition) })
+	}
+	leaver, mover := insts[holder(0)], insts[holder(2)]
+	stay := slices.DeleteFunc(slices.Clone(insts), func(in *spreadInstance) bool { return in == leaver })
+	mover.tr.leaser.(*fakeLeaser).failRelease.Store(true)
+	require.NoError(t, leaver.stop(t))
+	settle(t, url, stay)
+	require.False(t, mover.tr.leaser.(*fakeLeaser).failRelease.Load(), "%s did not release slot 2", mover.name)
+	d := newSpreadInstance(t, url, q, "d", reg, false)
+	d.start(t)
+	settle(t, url, append(stay, d))
+}
+
 // TestSpreadKeepsTheCountWhileInspectFails: while an instance cannot read
 // the member count (a node down) it keeps the last one, and run goes on.
 func TestSpreadKeepsTheCountWhileInspectFails(t *testing.T) {
@@ -679,9 +715,6 @@ func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
 	q := spreadQueue(t, url)
 	p := newSpreadProxy(t, url)
 	a := newSpreadInstance(t, p.url, q, "a", nil, false, rabbitmq.Config{Heartbeat: time.Second, MaxBackoff: 500 * time.Millisecond})
-	if _, ok := a.tr.Transport.(transport.Leaser); !ok {
-		t.Skip("the rabbitmq transport has no Leaser yet: a connection's death cannot end a fake lease")
-	}
 	b := newSpreadInstance(t, url, q, "b", nil, false)
 	c := newSpreadInstance(t, url, q, "c", nil, false)
 	for _, in := range []*spreadInstance{a, b, c} {
@@ -708,10 +741,11 @@ func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
 	// Silent: only the heartbeats (1 s here) tell the broker a is gone.
 	start = time.Now()
 	p.freeze()
+	took = settle(t, url, []*spreadInstance{b, c})
+	t.Logf("connection silent: the other 2 balanced %v after it went silent", took.Round(time.Millisecond))
 	require.Eventually(t, func() bool { return len(a.sp.Held()) == 0 }, spreadDeadline, time.Millisecond,
 		"a kept its partitions after its connection went silent")
-	settle(t, url, []*spreadInstance{b, c})
-	t.Logf("connection silent: 2 balanced %v after it went silent", time.Since(start).Round(time.Millisecond))
+	t.Logf("connection silent: a dropped its partitions %v after it went silent", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
 	p.thaw()

@@ -67,7 +67,8 @@ func (c *consumer) removeLocked() {
 // Consume hands queue's messages to handle, on the calling goroutine and in
 // the order the queue deals them, with at most prefetch (unlimited when
 // prefetch <= 0) handed out and unsettled. Several consumers of one queue
-// are dealt messages round-robin.
+// are dealt messages round-robin; on a queue with x-single-active-consumer
+// only the first of them is, until it ends.
 //
 // When ctx ends it takes nothing more, puts back what was dealt to it but not
 // handed out, and returns nil once every delivery it handed out is settled.

@@ -75,6 +75,22 @@
 // number may be held unsettled. [Transport.Request] uses RabbitMQ's direct
 // reply-to.
 //
+// # Ordered consumers' parts
+//
+// Exchange.Args are sent as the exchange's arguments. An exchange of kind
+// x-consistent-hash needs the broker plugin rabbitmq_consistent_hash_exchange;
+// since a broker without it answers with a connection error, the first
+// declaration of that kind goes over a short-lived connection of its own and
+// fails naming the plugin and the rabbitmq-plugins command that enables it.
+// [transport.ExchangeBinding]s are declared with exchange.bind and, like the
+// rest of the topology, declared again after a reconnection;
+// [Transport.DeleteExchange] forgets an exchange and its bindings.
+// [Transport.Lease] holds an exclusive queue on the current connection,
+// never declared again after a loss; [Transport.ConsumeHandOver] ends a
+// single-active-consumer subscription by closing its channel without a
+// cancel, once every delivery it handed out was settled or released, so the
+// broker requeues the rest in order before activating the next consumer.
+//
 // # Logging and goroutines
 //
 // [Config].Logger defaults to a handler that discards: a library should not

@@ -153,6 +153,11 @@ func validate(it transport.Topology) error {
 			if err := wire.CheckValue(a, 0); err != nil {
 				return fmt.Errorf("acemq: rabbitmq declare exchange %q: argument %s: %w", v.Name, k, err)
 			}
+			// The plugin reads these as strings and fails the whole
+			// connection (INTERNAL_ERROR) on anything else.
+			if _, ok := a.(string); !ok && v.Kind == kindConsistentHash && (k == "hash-header" || k == "hash-property") {
+				return fmt.Errorf("acemq: rabbitmq declare exchange %q: argument %s is %v (%T), want a string", v.Name, k, a, a)
+			}
 		}
 	case transport.Queue:
 		if v.Name == "" {

@@ -79,6 +79,8 @@ func TestDeclareRefusesBadInput(t *testing.T) {
 		{"odd kind", transport.Exchange{Name: "x", Kind: "sideways"}},
 		{"binding without queue", transport.Binding{Exchange: "amq.direct"}},
 		{"bad argument", transport.Queue{Name: "q", Args: map[string]any{"x": struct{}{}}}},
+		{"hash-header not a string", transport.Exchange{Name: "x", Kind: "x-consistent-hash", Args: map[string]any{"hash-header": int32(5)}}},
+		{"exchange binding from the default exchange", transport.ExchangeBinding{Destination: "amq.fanout"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,8 +1,10 @@
 package transporttest
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -155,7 +157,7 @@ func testConsistentHash(e *env) {
 		}
 	}
 	for qi, q := range qs {
-		if !slices.Contains(slices.Collect(mapValues(home)), qi) {
+		if !slices.Contains(slices.Collect(maps.Values(home)), qi) {
 			e.t.Errorf("no key landed in %s; want %d keys spread over all %d queues", q, keys, len(qs))
 		}
 	}
@@ -168,16 +170,6 @@ func testConsistentHash(e *env) {
 		err := tr.Declare(e.ctx(), transport.Binding{Exchange: ex, Key: key, Queue: qs[0]})
 		if err == nil {
 			e.t.Errorf("binding a queue to an x-consistent-hash exchange with key %q succeeded; want an error", key)
-		}
-	}
-}
-
-func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
-	return func(yield func(V) bool) {
-		for _, v := range m {
-			if !yield(v) {
-				return
-			}
 		}
 	}
 }
@@ -271,7 +263,11 @@ func (e *env) lease(l transport.Leaser, name string) transport.Lease {
 	if err != nil {
 		e.t.Fatalf("Lease(%q): %v", name, err)
 	}
-	e.t.Cleanup(func() { _ = ls.Release(e.ctx()) })
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.f.Timeout)
+		defer cancel()
+		_ = ls.Release(ctx) // the test may have released it, or closed its client
+	})
 	return ls
 }
 
