@@ -94,14 +94,19 @@ func (e *env) exchange(base, kind string) string {
 func (e *env) declareExchange(x transport.Exchange) string {
 	e.t.Helper()
 	e.declare(x)
+	e.deleteExchangeAfter(x.Name)
+	return x.Name
+}
+
+// deleteExchangeAfter deletes the exchange name when the test ends.
+func (e *env) deleteExchangeAfter(name string) {
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), e.f.Timeout)
 		defer cancel()
-		if err := e.admin.DeleteExchange(ctx, x.Name); err != nil {
-			e.t.Errorf("DeleteExchange(%q): %v", x.Name, err)
+		if err := e.admin.DeleteExchange(ctx, name); err != nil {
+			e.t.Errorf("DeleteExchange(%q): %v", name, err)
 		}
 	})
-	return x.Name
 }
 
 // declare declares topology, failing the test on error.

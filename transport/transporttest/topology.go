@@ -17,6 +17,7 @@ func testDeclareIdempotent(e *env) {
 	}
 	q := e.queue("q", args)
 	ex := e.name("x")
+	e.deleteExchangeAfter(ex)
 	topology := []transport.Topology{
 		transport.Queue{Name: q, Args: args},
 		transport.Exchange{Name: ex, Kind: "topic"},
