@@ -52,7 +52,10 @@ type registry struct {
 	queue  string
 	quorum bool
 
-	op sync.Mutex // serialises this instance's reads and writes
+	// op serialises the reads and writes of every registry of this queue
+	// on this transport: a connection may take its own lease again, so
+	// the lease alone does not keep two of them apart.
+	op *sync.Mutex
 
 	mu       sync.RWMutex
 	keys     map[string]marker
@@ -66,7 +69,17 @@ type marker struct {
 }
 
 func newRegistry(c *Conn, queue string, quorum bool) *registry {
-	return &registry{conn: c, queue: queue, quorum: quorum, keys: map[string]marker{}, declared: map[string]bool{}}
+	op, _ := registryLocks.LoadOrStore(registryLock{c.t, queue}, new(sync.Mutex))
+	return &registry{conn: c, queue: queue, quorum: quorum, op: op.(*sync.Mutex), keys: map[string]marker{}, declared: map[string]bool{}}
+}
+
+// registryLocks holds the op mutex of each queue's registries on each
+// transport, by registryLock.
+var registryLocks sync.Map
+
+type registryLock struct {
+	t     transport.Transport
+	queue string
 }
 
 // isBlocked reports whether key is blocked.
@@ -124,7 +137,15 @@ func (r *registry) change(ctx context.Context, decide func(map[string][]transpor
 				_ = d.Nack(true) // the acked ones were taken out
 			}
 		}()
-		for {
+		// Under the lock no other reader holds markers unacked, so the
+		// ready count is the registry's size: an empty one costs no get (a
+		// basic.get on a quorum queue electing a leader fails the whole
+		// connection on RabbitMQ 3.10).
+		info, err := r.conn.t.Inspect(ctx, blockedQueue(r.queue))
+		if err != nil {
+			return wrapf("reading the blocked keys of %q: %w", r.queue, err)
+		}
+		for n := 0; n < info.Messages; n++ {
 			d, ok, err := r.conn.t.Get(ctx, blockedQueue(r.queue))
 			if err != nil {
 				return wrapf("reading the blocked keys of %q: %w", r.queue, err)
