@@ -515,3 +515,104 @@ func TestOrderedRouter(t *testing.T) {
 	require.True(t, slices.IsSorted(seen), "%v", seen)
 	within(t, 10*time.Second, "all partitions", func() bool { return slices.Equal(r.Partitions(), []int{0, 1, 2}) })
 }
+
+// TestOrderedShutdown: Shutdown lets the running handler settle and gives
+// the deliveries not started back to their partition, in order: a new
+// consumer handles them next.
+func TestOrderedShutdown(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.Memory(t)
+	c := connectURL(t, url)
+	q := acemqtestQueue(t)
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var settled atomic.Int64
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		once.Do(func() { close(started) })
+		<-release
+		settled.Add(1)
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1}))
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- cons.Run(context.Background()) }()
+	var ms []transport.Message
+	for n := 1; n <= 5; n++ {
+		ms = append(ms, keyed(t, q, Step{Key: "k", N: n}))
+	}
+	publishAll(t, c, ms)
+	<-started
+	shut := make(chan error, 1)
+	go func() { shut <- c.Shutdown(ctxT(t)) }()
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	require.NoError(t, <-shut)
+	require.ErrorIs(t, <-ran, acemq.ErrClosed)
+	require.EqualValues(t, 1, settled.Load(), "only the running handler settled")
+
+	c2 := connectURL(t, url)
+	var mu sync.Mutex
+	var seen []int
+	cons2, err := acemq.NewConsumer(c2, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, m.Payload.N)
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1}))
+	require.NoError(t, err)
+	run(t, cons2)
+	within(t, 10*time.Second, "the rest", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 4 })
+	require.Equal(t, []int{2, 3, 4, 5}, seen)
+}
+
+// TestOrderedKillSwitch: failures in place trip the kill switch as for any
+// consumer; Health says so, and Resume takes deliveries again.
+func TestOrderedKillSwitch(t *testing.T) {
+	t.Parallel()
+	c := connect(t, acemq.WithRetryPolicy(acemq.RetryPolicy{MaxAttempts: 2, Delays: []time.Duration{time.Millisecond}}))
+	q := acemqtestQueue(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	var handled atomic.Int64
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		if failing.Load() {
+			return acemq.Retry(errors.New("the database is down"))
+		}
+		handled.Add(1)
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}), acemq.Concurrency(4),
+		acemq.KillSwitch(acemq.KillSwitchPolicy{MinFailures: 3, CoolDown: time.Hour}))
+	require.NoError(t, err)
+	run(t, cons)
+	var ms []transport.Message
+	for n := 1; n <= 20; n++ {
+		ms = append(ms, keyed(t, q, Step{Key: fmt.Sprintf("k%d", n%5), N: n}))
+	}
+	publishAll(t, c, ms)
+	within(t, 10*time.Second, "the kill switch tripped", func() bool {
+		err := c.Health(ctxT(t))
+		return err != nil && strings.Contains(err.Error(), "paused by the kill switch")
+	})
+	failing.Store(false)
+	cons.Resume()
+	deadLettered := 0
+	within(t, 10*time.Second, "every message handled or dead-lettered", func() bool {
+		deadLettered += len(dead(t, c, q))
+		return handled.Load()+int64(deadLettered) == 20
+	})
+	require.NoError(t, c.Health(ctxT(t)))
+}
+
+// dead drains q's dead-letter queue so far and returns what it held.
+func dead(t *testing.T, c *acemq.Conn, q string) []transport.Delivery {
+	var out []transport.Delivery
+	for {
+		d, ok, err := c.Transport().Get(ctxT(t), acemq.DeadLetterQueue(q))
+		require.NoError(t, err)
+		if !ok {
+			return out
+		}
+		require.NoError(t, d.Ack())
+		out = append(out, d)
+	}
+}
