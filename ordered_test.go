@@ -616,3 +616,67 @@ func dead(t *testing.T, c *acemq.Conn, q string) []transport.Delivery {
 		out = append(out, d)
 	}
 }
+
+// TestOrderedBind: with Ordered, Bind binds the consumer's exchange to the
+// upstream one, so what is published there reaches the partitions.
+func TestOrderedBind(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 2)
+		c := connectURL(t, url)
+		up := q + ".upstream"
+		require.NoError(t, c.Declare(ctxT(t), acemq.Exchange{Name: up, Kind: "topic"}))
+		t.Cleanup(func() { _ = c.Transport().DeleteExchange(context.Background(), up) })
+		var mu sync.Mutex
+		var seen []int
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, m.Payload.N)
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}), acemq.Bind(up, "orders.#"))
+		require.NoError(t, err)
+		run(t, cons)
+		pub := acemq.NewPublisher[Step](c, up, "orders.placed", acemq.KeyBy(func(s Step) string { return s.Key }))
+		for n := 1; n <= 5; n++ {
+			require.NoError(t, pub.Send(ctxT(t), Step{Key: "k", N: n}))
+		}
+		within(t, 10*time.Second, "5 handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 5 })
+		require.Equal(t, []int{1, 2, 3, 4, 5}, seen)
+	})
+}
+
+// TestOrderedQuorum: under Quorum every queue of the ordered topology is a
+// quorum queue, and the consumer works on it.
+func TestOrderedQuorum(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 2, "bad")
+		c := connectURL(t, url, acemq.WithRetryPolicy(inPlace))
+		var mu sync.Mutex
+		var seen []int
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, m.Payload.N)
+			if m.Payload.Key == "bad" {
+				return acemq.Reject(errors.New("no"))
+			}
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2, BlockOnFailure: true}), acemq.Quorum())
+		require.NoError(t, err)
+		for _, name := range []string{acemq.PartitionQueue(q, 0), acemq.PartitionQueue(q, 1), acemq.DeadLetterQueue(q), q + ".blocked"} {
+			err := c.Transport().Declare(ctxT(t), transport.Queue{Name: name})
+			require.ErrorIs(t, err, transport.ErrTopologyConflict, "%s is not a quorum queue", name)
+		}
+		run(t, cons)
+		publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "k", N: 1}), keyed(t, q, Step{Key: "bad", N: 2}), keyed(t, q, Step{Key: "bad", N: 3})})
+		within(t, 20*time.Second, "bad blocked, 3 held", func() bool {
+			b, err := acemq.BlockedKeys(ctxT(t), c, q)
+			require.NoError(t, err)
+			return len(b) == 1 && b[0].Held == 1
+		})
+		err = c.Transport().Declare(ctxT(t), transport.Queue{Name: heldQueueOf(q, "bad")})
+		require.ErrorIs(t, err, transport.ErrTopologyConflict, "the held queue is not a quorum queue")
+	})
+}
