@@ -186,7 +186,7 @@ type slotState struct {
 // logged and waited out with the last member count known; run returns an
 // error only when the transport is closed or the members queue conflicts
 // with the broker's.
-func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err error) {
+func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 	s.mu.Lock()
 	if s.busy {
 		s.mu.Unlock()
@@ -202,11 +202,6 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err erro
 	memberCtx, stopMember := context.WithCancel(ctx)
 	fatal := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.member(memberCtx, fatal)
-	}()
 	defer func() {
 		s.set(nil)
 		onChange(nil)
@@ -217,12 +212,16 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) (err erro
 		s.busy = false
 		s.mu.Unlock()
 	}()
-
-	// The member subscription starts in its own goroutine: declare the
-	// queue first, so it finds it.
+	// Declare the members queue before subscribing to it, so the first
+	// subscription finds it (a failure here is tried again by the ticks).
 	if err := s.declare(ctx, st); err != nil {
 		return err
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.member(memberCtx, fatal)
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	neturl "net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -153,9 +151,10 @@ type spreadInstance struct {
 	done   chan error
 
 	mu      sync.Mutex
-	last    []int   // what onChange said last
-	history [][]int // everything onChange said
-	ended   bool    // onChange said nil
+	last    []int       // what onChange said last
+	history [][]int     // everything onChange said
+	at      []time.Time // when it said each
+	ended   bool        // onChange said nil
 }
 
 // newSpreadInstance connects a Conn to url for queue. It takes its leases
@@ -222,6 +221,7 @@ func (in *spreadInstance) onChange(held []int) {
 	defer in.mu.Unlock()
 	in.last = held
 	in.history = append(in.history, held)
+	in.at = append(in.at, time.Now())
 	if held == nil {
 		in.ended = true
 	}
@@ -389,6 +389,32 @@ func TestSpreadTwoOnOneConn(t *testing.T) {
 		settle(t, url, []*spreadInstance{a, b, c})
 		require.NoError(t, a.stop(t))
 		settle(t, url, []*spreadInstance{b, c})
+	})
+}
+
+// TestSpreadRunRefuses: run ends with an error, and onChange(nil), on a
+// closed Conn and on a members queue that conflicts with the broker's.
+func TestSpreadRunRefuses(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		t.Run("closed Conn", func(t *testing.T) {
+			q := spreadQueue(t, url)
+			a := newSpreadInstance(t, url, q, "a", nil, false)
+			require.NoError(t, a.conn.Close())
+			a.start(t)
+			require.ErrorIs(t, a.wait(t), transport.ErrClosed)
+			assert.True(t, a.ended, "onChange(nil) before run returned")
+		})
+		t.Run("members queue of another kind", func(t *testing.T) {
+			q := spreadQueue(t, url)
+			a := newSpreadInstance(t, url, q, "a", nil, true)
+			require.NoError(t, a.conn.Declare(ctxT(t), acemq.Queue{Name: q + ".members"}))
+			a.start(t)
+			err := a.wait(t)
+			require.ErrorIs(t, err, transport.ErrTopologyConflict)
+			assert.Contains(t, err.Error(), q+".members")
+			assert.True(t, a.ended, "onChange(nil) before run returned")
+		})
 	})
 }
 
@@ -575,136 +601,6 @@ func TestSpreadRunLeavesNothingBehind(t *testing.T) {
 	}()
 }
 
-// spreadProxy forwards TCP connections to RabbitMQ and can cut them (a
-// connection killed) or freeze them and refuse new ones (a peer gone
-// silent, found only by heartbeats), touching only the instance behind it.
-type spreadProxy struct {
-	t        *testing.T
-	url      string // the broker's URL through the proxy
-	upstream string
-	ln       net.Listener
-	wg       sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	thawed chan struct{} // closed unless frozen
-}
-
-func newSpreadProxy(t *testing.T, brokerURL string) *spreadProxy {
-	t.Helper()
-	u, err := neturl.Parse(brokerURL)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &spreadProxy{t: t, upstream: u.Host, ln: ln, conns: map[net.Conn]struct{}{}, thawed: make(chan struct{})}
-	close(p.thawed)
-	u.Host = ln.Addr().String()
-	p.url = u.String()
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.thaw()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *spreadProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		frozen := p.isFrozenLocked()
-		p.mu.Unlock()
-		if frozen {
-			_ = c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
-}
-
-func (p *spreadProxy) isFrozenLocked() bool {
-	select {
-	case <-p.thawed:
-		return false
-	default:
-		return true
-	}
-}
-
-// pipe copies src to dst, holding the bytes while the proxy is frozen.
-func (p *spreadProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			thawed := p.thawed
-			p.mu.Unlock()
-			<-thawed
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	_ = dst.Close()
-	_ = src.Close()
-	p.mu.Lock()
-	delete(p.conns, dst)
-	delete(p.conns, src)
-	p.mu.Unlock()
-}
-
-// cut closes every connection through the proxy; new ones are let through.
-func (p *spreadProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-}
-
-// freeze holds every byte in flight and refuses new connections.
-func (p *spreadProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.isFrozenLocked() {
-		p.thawed = make(chan struct{})
-	}
-}
-
-// thaw cuts the frozen connections (their peers gave up on them) and lets
-// new ones through.
-func (p *spreadProxy) thaw() {
-	p.mu.Lock()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	if p.isFrozenLocked() {
-		close(p.thawed)
-	}
-	p.mu.Unlock()
-}
-
 // TestSpreadConnectionDiesAndComesBack runs three instances on RabbitMQ,
 // one of them through a proxy: its connection is killed (it comes back at
 // once), then goes silent until the heartbeats find it dead (the other two
@@ -734,18 +630,28 @@ func TestSpreadConnectionDiesAndComesBack(t *testing.T) {
 		defer a.mu.Unlock()
 		return slices.ContainsFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })
 	}, spreadDeadline, time.Millisecond, "a never dropped its partitions after its connection was killed")
-	took := settle(t, url, []*spreadInstance{a, b, c})
-	t.Logf("connection killed: a dropped its partitions, came back, 3 balanced %v after the cut (with %v of steady state)",
-		time.Since(start).Round(time.Millisecond), took.Round(time.Millisecond))
+	a.mu.Lock()
+	dropped := a.at[seen+slices.IndexFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })]
+	a.mu.Unlock()
+	settle(t, url, []*spreadInstance{a, b, c})
+	t.Logf("connection killed: a dropped its partitions %v after the cut; 3 balanced again (and steady for 3 ticks) %v after it",
+		dropped.Sub(start).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 
 	// Silent: only the heartbeats (1 s here) tell the broker a is gone.
+	a.mu.Lock()
+	seen = len(a.history)
+	a.mu.Unlock()
 	start = time.Now()
 	p.freeze()
-	took = settle(t, url, []*spreadInstance{b, c})
+	took := settle(t, url, []*spreadInstance{b, c})
 	t.Logf("connection silent: the other 2 balanced %v after it went silent", took.Round(time.Millisecond))
 	require.Eventually(t, func() bool { return len(a.sp.Held()) == 0 }, spreadDeadline, time.Millisecond,
 		"a kept its partitions after its connection went silent")
-	t.Logf("connection silent: a dropped its partitions %v after it went silent", time.Since(start).Round(time.Millisecond))
+	a.mu.Lock()
+	i := seen + slices.IndexFunc(a.history[seen:], func(h []int) bool { return len(h) == 0 })
+	dropped = a.at[i]
+	a.mu.Unlock()
+	t.Logf("connection silent: a dropped its partitions %v after it went silent", dropped.Sub(start).Round(time.Millisecond))
 
 	start = time.Now()
 	p.thaw()
