@@ -16,9 +16,11 @@ const (
 	AckRetry                 // Retry or RetryAfter, or AckOf of an error not marked Fatal
 	AckReject                // Reject
 	AckFatal                 // AckOf of an error marked with Fatal
+	AckPark                  // Park
 )
 
-// String names the kind: "none", "done", "retry", "reject" or "fatal".
+// String names the kind: "none", "done", "retry", "reject", "fatal" or
+// "park".
 func (k AckKind) String() string {
 	switch k {
 	case AckDone:
@@ -29,12 +31,14 @@ func (k AckKind) String() string {
 		return "reject"
 	case AckFatal:
 		return "fatal"
+	case AckPark:
+		return "park"
 	}
 	return "none"
 }
 
 // Ack is what a handler asks for a delivery. Make one with Done, Retry,
-// RetryAfter, Reject or AckOf; the zero Ack means the handler did not run.
+// RetryAfter, Reject, Park or AckOf; the zero Ack means the handler did not run.
 // Kind, Err and Delay read it back, so a handler can be tested by calling
 // it and looking at what it returned, without a broker.
 type Ack struct {
@@ -58,6 +62,15 @@ func RetryAfter(d time.Duration, err error) Ack { return Ack{kind: AckRetry, err
 // Reject sends the delivery to {queue}.dlq at once, on purpose: outcome
 // rejected.
 func Reject(err error) Ack { return Ack{kind: AckReject, err: err} }
+
+// Park sends the delivery to {queue}.parked at once: outcome parked, reason
+// "the handler parked it: <err>". It is for a message the handler cannot
+// read although the engine decoded it (a stored state or an embedded
+// document of a shape this build does not know), which a fix to the
+// consumer and a replay from the parking queue will handle; a message that
+// is wrong should be rejected instead. A park is neither a failure to the
+// kill switch nor a dead letter (Settlement.DeadLetters is false).
+func Park(err error) Ack { return Ack{kind: AckPark, err: err} }
 
 // AckOf maps an error to an Ack: nil is Done, an error marked with Fatal is
 // dead-lettered at once, anything else is Retry.

@@ -136,6 +136,8 @@ func TestTheLadder(t *testing.T) {
 		}, outcomes: []acemq.Outcome{acemq.OutcomeDeadLettered}, reason: "cannot be fixed", dlq: true},
 		{name: "a panic is a rejection", handle: func(int) acemq.Ack { panic("nil map") },
 			outcomes: []acemq.Outcome{acemq.OutcomeRejected}, reason: "the handler panicked: nil map", dlq: true},
+		{name: "Park parks at once", handle: func(int) acemq.Ack { return acemq.Park(errors.New("state v3 is unknown")) },
+			outcomes: []acemq.Outcome{acemq.OutcomeParked}, reason: "the handler parked it: state v3 is unknown", parked: true},
 		{name: "the zero Ack is a rejection", handle: func(int) acemq.Ack { return acemq.Ack{} },
 			outcomes: []acemq.Outcome{acemq.OutcomeRejected}, reason: "the handler returned no Ack (use Done, Retry, Reject or AckOf)", dlq: true},
 	} {
@@ -183,6 +185,15 @@ func TestTheLadder(t *testing.T) {
 				assert.JSONEq(t, `{"orderId":"7","totalCents":0}`, string(dl.Body), "the original body is kept")
 			} else {
 				empty(t, c, acemq.DeadLetterQueue(q))
+			}
+			if tc.parked {
+				p := take(t, c, acemq.ParkingQueue(q))
+				assert.Equal(t, "order-7", p.MessageID)
+				assert.Equal(t, tc.reason, p.Headers["x-acemq-error"])
+				assert.False(t, last.DeadLetters(), "a park is not a dead letter")
+				assert.Equal(t, acemq.AckPark, last.Ack.Kind())
+			} else {
+				empty(t, c, acemq.ParkingQueue(q))
 			}
 			empty(t, c, q)
 			mu.Lock()

@@ -30,7 +30,8 @@
 // A [Consumer][T] runs each delivery through the consume interceptors, the
 // codec and its [Handler], on [Concurrency] worker goroutines. The handler's [Ack]
 // decides the outcome: [Done] acks, [Retry] climbs the retry ladder, [Reject]
-// dead-letters on purpose, and [Fatal] errors skip the ladder. Each delivery
+// dead-letters on purpose, [Park] sets aside a message the handler cannot
+// read, and [Fatal] errors skip the ladder. Each delivery
 // settles into one of five outcomes (acked, retried, rejected,
 // dead_lettered, parked), reported to [OnSettled] hooks, to [WhenSettled]
 // callbacks and on the engine's counters. A Consumer[T] takes messages of

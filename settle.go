@@ -37,6 +37,8 @@ func (c *engine) judge(env *Envelope, ack Ack, panicked any) verdict {
 		v.outcome, v.reason = OutcomeRejected, "the handler rejected it: "+errText(ack.err)
 	case AckFatal:
 		v.outcome, v.reason = OutcomeDeadLettered, errText(ack.err)
+	case AckPark:
+		v.outcome, v.reason = OutcomeParked, "the handler parked it: "+errText(ack.err)
 	case AckRetry:
 		switch {
 		case errors.Is(ack.err, ErrFatal):

@@ -87,7 +87,9 @@
 // [Inbox] is a patterns.IdempotencyStore in the same database. With
 // [Inbox.CompleteTx] a handler records its effects and marks the message handled
 // in one transaction, so a redelivery after a crash either finds the
-// effects and the completion or neither.
+// effects and the completion or neither. [Inbox.ClaimTx] claims and
+// completes a key inside the handler's transaction, in one statement, for
+// handlers whose whole work is that transaction (package saga).
 //
 // # Metrics
 //

@@ -25,7 +25,7 @@ type Inbox struct {
 	dialect Dialect
 	table   string
 
-	claim, state, complete, release, purge string
+	claim, claimDone, state, complete, release, purge string
 }
 
 var _ patterns.IdempotencyStore = (*Inbox)(nil)
@@ -48,6 +48,10 @@ func NewInbox(db *sql.DB, dialect Dialect, opts ...Option) (*Inbox, error) {
 		db: db, dialect: d, table: t,
 		claim: d.sql(fmt.Sprintf(`INSERT INTO %[1]s (claim_key, done, expires_at) VALUES (?, FALSE, ?)
 	ON CONFLICT (claim_key) DO UPDATE SET done = FALSE, expires_at = excluded.expires_at
+	WHERE %[1]s.expires_at IS NOT NULL AND %[1]s.expires_at <= ?
+	RETURNING claim_key`, t)),
+		claimDone: d.sql(fmt.Sprintf(`INSERT INTO %[1]s (claim_key, done, expires_at) VALUES (?, TRUE, ?)
+	ON CONFLICT (claim_key) DO UPDATE SET done = TRUE, expires_at = excluded.expires_at
 	WHERE %[1]s.expires_at IS NOT NULL AND %[1]s.expires_at <= ?
 	RETURNING claim_key`, t)),
 		state: d.sql(fmt.Sprintf(`SELECT done FROM %s WHERE claim_key = ?`, t)),
@@ -160,6 +164,43 @@ func (in *Inbox) CompleteTx(ctx context.Context, tx *sql.Tx, key string, keep ti
 		return fmt.Errorf("acemq: outbox: completing key %q in %s within a transaction: %w", key, in.table, err)
 	}
 	return nil
+}
+
+// ClaimTx claims key and completes it within tx, kept for keep once tx
+// commits: Claimed when the key is new or its row has expired, Duplicate
+// when it was completed and is still kept, InProgress when a Claim's lease
+// on it is running. It is Claim and CompleteTx in one statement, for a
+// handler whose whole work is one transaction: when tx rolls back, the key
+// is free again at once, with no lease to wait out. On PostgreSQL a
+// ClaimTx of a key another open transaction has claimed waits for that
+// transaction to end, so two deliveries of one message never both get
+// Claimed. keep <= 0 makes the row expire at once, so the next ClaimTx of
+// the key takes it over.
+func (in *Inbox) ClaimTx(ctx context.Context, tx *sql.Tx, key string, keep time.Duration) (patterns.ClaimResult, error) {
+	if err := checkKey("ClaimTx", key); err != nil {
+		return 0, err
+	}
+	if tx == nil {
+		return 0, fmt.Errorf("acemq: outbox: inbox ClaimTx of key %q was given a nil *sql.Tx", key)
+	}
+	var got string
+	err := tx.QueryRowContext(ctx, in.claimDone, key, in.keepUntil(keep), in.dialect.timeArg(time.Now())).Scan(&got)
+	switch {
+	case err == nil:
+		return patterns.Claimed, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, fmt.Errorf("acemq: outbox: claiming key %q in %s within a transaction: %w", key, in.table, err)
+	}
+	// The row exists and has not expired; the transaction sees it, since
+	// the insert found it.
+	var done bool
+	if err := tx.QueryRowContext(ctx, in.state, key).Scan(&done); err != nil {
+		return 0, fmt.Errorf("acemq: outbox: reading key %q in %s within a transaction: %w", key, in.table, err)
+	}
+	if done {
+		return patterns.Duplicate, nil
+	}
+	return patterns.InProgress, nil
 }
 
 // Release gives up a claim that was not completed, so a redelivery may

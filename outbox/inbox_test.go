@@ -220,3 +220,90 @@ func TestHandlerEffectsAndCompletionInOneTransaction(t *testing.T) {
 		assert.Equal(t, 1, n)
 	})
 }
+
+func TestInboxClaimTx(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, db *sql.DB, d outbox.Dialect) {
+		ctx := t.Context()
+		in := newInbox(t, db, d)
+		claimTx := func(key string, keep time.Duration, commit bool) patterns.ClaimResult {
+			t.Helper()
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			got, err := in.ClaimTx(ctx, tx, key, keep)
+			require.NoError(t, err)
+			if commit {
+				require.NoError(t, tx.Commit())
+			} else {
+				require.NoError(t, tx.Rollback())
+			}
+			return got
+		}
+		// A rolled-back claim leaves nothing: the key is free at once.
+		assert.Equal(t, patterns.Claimed, claimTx("k1", time.Minute, false))
+		assert.Equal(t, patterns.Claimed, claimTx("k1", time.Minute, true))
+		// Committed, it is completed: a duplicate for ClaimTx and Claim.
+		assert.Equal(t, patterns.Duplicate, claimTx("k1", time.Minute, true))
+		got, err := in.Claim(ctx, "k1", time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, patterns.Duplicate, got)
+		// A key a Claim holds is in progress.
+		got, err = in.Claim(ctx, "k2", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, patterns.Claimed, got)
+		assert.Equal(t, patterns.InProgress, claimTx("k2", time.Minute, false))
+		// A completion whose keep ended is taken over.
+		assert.Equal(t, patterns.Claimed, claimTx("k3", 0, true))
+		assert.Equal(t, patterns.Claimed, claimTx("k3", time.Minute, true))
+		assert.Equal(t, patterns.Duplicate, claimTx("k3", time.Minute, true))
+
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		_, err = in.ClaimTx(ctx, tx, "", time.Minute)
+		assert.ErrorContains(t, err, "acemq: outbox: inbox ClaimTx was given an empty key")
+		_, err = in.ClaimTx(ctx, nil, "k4", time.Minute)
+		assert.ErrorContains(t, err, "nil *sql.Tx")
+	})
+}
+
+func TestInboxClaimTxWaitsForTheOtherTransaction(t *testing.T) {
+	db := openPostgres(t)
+	ctx := t.Context()
+	in := newInbox(t, db, outbox.Postgres)
+	for _, commit := range []bool{true, false} {
+		key := "k-" + map[bool]string{true: "commit", false: "rollback"}[commit]
+		first, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		got, err := in.ClaimTx(ctx, first, key, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, patterns.Claimed, got)
+		second := make(chan patterns.ClaimResult, 1)
+		var ended atomic.Bool
+		go func() {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Error(err)
+				second <- 0
+				return
+			}
+			defer func() { _ = tx.Rollback() }()
+			got, err := in.ClaimTx(ctx, tx, key, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if !ended.Load() {
+				t.Error("the second ClaimTx returned before the first transaction ended")
+			}
+			second <- got
+		}()
+		time.Sleep(100 * time.Millisecond)
+		ended.Store(true)
+		if commit {
+			require.NoError(t, first.Commit())
+			assert.Equal(t, patterns.Duplicate, <-second, "after the first committed")
+		} else {
+			require.NoError(t, first.Rollback())
+			assert.Equal(t, patterns.Claimed, <-second, "after the first rolled back")
+		}
+	}
+}

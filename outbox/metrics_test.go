@@ -95,3 +95,15 @@ func TestCloseStopsThePendingGauge(t *testing.T) {
 	_, seen = readings(t, reader, o.TableName())[outbox.MetricPending]
 	assert.False(t, seen)
 }
+
+func TestOutboxReportsWhatItWasGiven(t *testing.T) {
+	db := openSQLite(t)
+	mp := sdkmetric.NewMeterProvider()
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	o, err := outbox.New(db, outbox.SQLite, outbox.WithMeterProvider(mp))
+	require.NoError(t, err)
+	defer o.Close()
+	assert.Same(t, db, o.DB())
+	assert.Equal(t, outbox.SQLite, o.Dialect())
+	assert.Same(t, mp, o.MeterProvider())
+}

@@ -77,6 +77,7 @@ type Outbox struct {
 	db      *sql.DB
 	dialect Dialect
 	table   string
+	mp      metric.MeterProvider
 	metrics *instruments
 }
 
@@ -98,7 +99,7 @@ func New(db *sql.DB, dialect Dialect, opts ...Option) (*Outbox, error) {
 	if cfg.meterProvider == nil {
 		cfg.meterProvider = otel.GetMeterProvider()
 	}
-	o := &Outbox{db: db, dialect: dialect, table: cfg.table}
+	o := &Outbox{db: db, dialect: dialect, table: cfg.table, mp: cfg.meterProvider}
 	if o.metrics, err = newInstruments(cfg.meterProvider, o); err != nil {
 		return nil, fmt.Errorf("acemq: outbox: creating the instruments of table %s: %w", o.table, err)
 	}
@@ -107,6 +108,19 @@ func New(db *sql.DB, dialect Dialect, opts ...Option) (*Outbox, error) {
 
 // TableName returns the name of the Outbox's table.
 func (o *Outbox) TableName() string { return o.table }
+
+// DB returns the database the Outbox writes to, the one given to New.
+// Packages that keep their own tables beside the outbox's, in the same
+// transactions (package saga), reach it here.
+func (o *Outbox) DB() *sql.DB { return o.db }
+
+// Dialect returns the Outbox's SQL dialect, the one given to New.
+func (o *Outbox) Dialect() Dialect { return o.dialect }
+
+// MeterProvider returns where the Outbox's instruments are created: the
+// one WithMeterProvider gave, else the global provider at the time of New.
+// Package saga creates its instruments there unless told otherwise.
+func (o *Outbox) MeterProvider() metric.MeterProvider { return o.mp }
 
 // Close unregisters the Outbox's pending-rows gauge. It does not close the
 // database, which the Outbox does not own. Close is idempotent.

@@ -234,8 +234,11 @@ type BatchPublisher interface {
 type Leaser interface {
 	// Lease takes the lease name on the transport's current connection, or
 	// fails with an error wrapping ErrLocked when another connection holds
-	// it. A lease is never taken again by itself after a reconnect: the
-	// holder learns from Lost that it is gone and decides.
+	// it. A lease this transport already holds fails the same way (RabbitMQ
+	// itself would let the same connection declare its exclusive queue
+	// again): two holders on one transport never share a lease. A lease is
+	// never taken again by itself after a reconnect: the holder learns from
+	// Lost that it is gone and decides.
 	Lease(ctx context.Context, name string) (Lease, error)
 }
 

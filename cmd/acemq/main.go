@@ -7,6 +7,8 @@
 //	acemq [-url URL] peek QUEUE [-n N]
 //	acemq [-url URL] replay FROM TO [-limit N] [-type T] [-rate R]
 //	acemq outbox dead|replay [ID...|-all] -db URL [-table T]
+//	acemq saga show -db URL NAME ID
+//	acemq saga list -db URL NAME [-open] [-limit N]
 //
 // The broker is -url, else $ACEMQ_RABBITMQ_URL, else RabbitMQ's guest
 // account on this machine. Exit status: 0 on success, 1 when something

@@ -58,7 +58,7 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 	if *dbURL == "" {
 		*dbURL = c.getenv("ACEMQ_OUTBOX_DB")
 	}
-	db, dialect, err := openOutboxDB(*dbURL)
+	db, dialect, err := openDB("outbox", *dbURL)
 	if err != nil {
 		return err
 	}
@@ -123,20 +123,21 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 	return tw.Flush()
 }
 
-// openOutboxDB opens the database rawURL names: postgres:// or
-// postgresql:// with pgx, sqlite:PATH (or sqlite://PATH) with the pure-Go
-// SQLite driver, with a busy timeout, since a relay may be writing.
-func openOutboxDB(rawURL string) (*sql.DB, outbox.Dialect, error) {
+// openDB opens the database rawURL names for the command cmd (outbox or
+// saga): postgres:// or postgresql:// with pgx, sqlite:PATH (or
+// sqlite://PATH) with the pure-Go SQLite driver, with a busy timeout,
+// since a relay or a consumer may be writing.
+func openDB(cmd, rawURL string) (*sql.DB, outbox.Dialect, error) {
 	switch {
 	case rawURL == "":
-		return nil, 0, usagef("outbox: name the database with -db or $ACEMQ_OUTBOX_DB")
+		return nil, 0, usagef("%s: name the database with -db or $ACEMQ_OUTBOX_DB", cmd)
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		db, err := sql.Open("pgx", rawURL)
 		return db, outbox.Postgres, err
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
-			return nil, 0, usagef("outbox: %q names no SQLite file", rawURL)
+			return nil, 0, usagef("%s: %q names no SQLite file", cmd, rawURL)
 		}
 		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 		if err == nil {
@@ -144,5 +145,5 @@ func openOutboxDB(rawURL string) (*sql.DB, outbox.Dialect, error) {
 		}
 		return db, outbox.SQLite, err
 	}
-	return nil, 0, usagef("outbox: -db must start with postgres://, postgresql:// or sqlite:, not %q", urls.Redact(rawURL))
+	return nil, 0, usagef("%s: -db must start with postgres://, postgresql:// or sqlite:, not %q", cmd, urls.Redact(rawURL))
 }
