@@ -194,25 +194,65 @@ func (r *registry) change(ctx context.Context, decide func(map[string][]transpor
 }
 
 // locked runs fn holding the registry's lease, waiting while another
-// connection holds it.
+// connection holds it. Each try is bounded, so a broker in trouble (a
+// node going down) cannot hold a reader forever, and a long wait is
+// logged with what the broker answered.
 func (r *registry) locked(ctx context.Context, fn func() error) error {
 	l, ok := r.conn.t.(transport.Leaser)
 	if !ok {
 		return fmt.Errorf("acemq: the transport (%T) has no leases, which the blocked keys of %q need", r.conn.t, r.queue)
 	}
+	start, warned := time.Now(), false
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		lease, err := l.Lease(ctx, blockedLock(r.queue))
+		tctx, cancel := context.WithTimeout(ctx, lockTry)
+		lease, err := l.Lease(tctx, blockedLock(r.queue))
+		cancel()
 		if err == nil {
-			defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
+			defer r.release(ctx, lease)
 			return fn()
 		}
-		if !errors.Is(err, transport.ErrLocked) {
+		if ctx.Err() != nil {
+			return wrapf("locking the blocked keys of %q: %w", r.queue, ctx.Err())
+		}
+		if !errors.Is(err, transport.ErrLocked) && !errors.Is(err, context.DeadlineExceeded) {
 			return wrapf("locking the blocked keys of %q: %w", r.queue, err)
+		}
+		if !warned && time.Since(start) > lockPatience {
+			warned = true
+			r.conn.cfg.logger.Warn("acemq: waiting for the lock of the blocked keys",
+				"queue", r.queue, "lease", blockedLock(r.queue), "for", time.Since(start).Round(time.Millisecond), "error", err)
 		}
 		sleepCtx(ctx, pause/2+rand.N(pause))
-		if err := ctx.Err(); err != nil {
-			return wrapf("locking the blocked keys of %q: %w", r.queue, err)
+	}
+}
+
+// How long one try for the registry's lease may take, and how long a
+// reader waits for it before it says so in the log.
+const (
+	lockTry      = 10 * time.Second
+	lockPatience = 10 * time.Second
+)
+
+// release gives the registry's lease up. A release that fails leaves the
+// lease's queue to this connection, keeping every other instance out, so
+// it is taken again (a connection may) and released again, a few times.
+func (r *registry) release(ctx context.Context, lease transport.Lease) {
+	ctx = context.WithoutCancel(ctx)
+	tctx, cancel := context.WithTimeout(ctx, lockTry)
+	err := lease.Release(tctx)
+	cancel()
+	for try := 1; err != nil && try <= 4; try++ {
+		sleepCtx(ctx, time.Duration(try)*100*time.Millisecond)
+		tctx, cancel := context.WithTimeout(ctx, lockTry)
+		var again transport.Lease
+		if again, err = r.conn.t.(transport.Leaser).Lease(tctx, blockedLock(r.queue)); err == nil {
+			err = again.Release(tctx)
 		}
+		cancel()
+	}
+	if err != nil {
+		r.conn.cfg.logger.Warn("acemq: releasing the lock of the blocked keys failed; other instances wait until this connection takes and releases it again, or ends",
+			"queue", r.queue, "lease", blockedLock(r.queue), "error", err)
 	}
 }
 

@@ -266,6 +266,10 @@ func diagnose(t *testing.T, c *acemq.Conn, q string, partitions int, logs *syncB
 		info, err := c.Transport().Inspect(ctx, acemq.PartitionQueue(q, i))
 		t.Logf("partition %d: %+v %v", i, info, err)
 	}
+	for _, name := range []string{q + ".blocked", q + ".blocked.lock", q + ".members", acemq.DeadLetterQueue(q)} {
+		info, err := c.Transport().Inspect(ctx, name)
+		t.Logf("%s: %+v %v", name, info, err)
+	}
 	counts := map[string]int{}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if i := strings.Index(line, "msg="); i >= 0 && !strings.Contains(line, "level=INFO") {
