@@ -143,6 +143,10 @@ func (e *engine) declareOrdered(ctx context.Context) error {
 		return err
 	}
 	err := e.conn.t.Declare(ctx, e.orderedTopology()...)
+	if err != nil && strings.Contains(err.Error(), "rabbitmq-plugins enable") {
+		// The transport named the plugin and the command already.
+		return wrapf("declaring the exchange %q of ordered %s %q: %w", e.queue, e.who, e.queue, err)
+	}
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "exchange type") {
 		return wrapf("declaring the exchange %q of ordered %s %q: the broker has no x-consistent-hash exchange type; enable the plugin rabbitmq_consistent_hash_exchange (rabbitmq-plugins enable rabbitmq_consistent_hash_exchange): %w",
 			e.queue, e.who, e.queue, err)
