@@ -60,6 +60,23 @@ func (l *stepLog) total() int {
 	return l.count
 }
 
+// missing counts the messages not handled, by round (number): a round
+// missing many says a publish was lost, a few keys missing their tails say a
+// partition stalled.
+func (l *stepLog) missing(keys, per int) map[int]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[int]int{}
+	for k := range keys {
+		for n := 1; n <= per; n++ {
+			if !l.done[fmt.Sprintf("order-%03d", k)][n] {
+				out[n]++
+			}
+		}
+	}
+	return out
+}
+
 // retriedFirst: 5% of first attempts ask for a retry, by a hash of the key
 // and the number.
 func retriedFirst(key string, n int) bool {
@@ -224,6 +241,7 @@ func TestOrderedOnTheCluster(t *testing.T) {
 	for rec.total() < keys*per {
 		if time.Now().After(deadline) {
 			diagnose(t, ins[1].c, q, partitions, logs)
+			t.Logf("missing, by round: %v", rec.missing(keys, per))
 			t.Fatalf("%d of %d messages handled within 3 minutes of the node's return", rec.total(), keys*per)
 		}
 		time.Sleep(100 * time.Millisecond)
