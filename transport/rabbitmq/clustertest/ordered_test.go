@@ -63,18 +63,22 @@ func (l *stepLog) total() int {
 // missing counts the messages not handled, by round (number): a round
 // missing many says a publish was lost, a few keys missing their tails say a
 // partition stalled.
-func (l *stepLog) missing(keys, per int) map[int]int {
+func (l *stepLog) missing(keys, per int) (byRound map[int]int, first []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[int]int{}
+	byRound = map[int]int{}
 	for k := range keys {
+		key := fmt.Sprintf("order-%03d", k)
 		for n := 1; n <= per; n++ {
-			if !l.done[fmt.Sprintf("order-%03d", k)][n] {
-				out[n]++
+			if !l.done[key][n] {
+				byRound[n]++
+				if len(first) < 20 {
+					first = append(first, fmt.Sprintf("%s/%d (saw %v)", key, n, l.seen[key]))
+				}
 			}
 		}
 	}
-	return out
+	return byRound, first
 }
 
 // retriedFirst: 5% of first attempts ask for a retry, by a hash of the key
@@ -242,7 +246,8 @@ func TestOrderedOnTheCluster(t *testing.T) {
 	for rec.total() < keys*per {
 		if time.Now().After(deadline) {
 			diagnose(t, ins[1].c, q, partitions, logs)
-			t.Logf("missing, by round: %v", rec.missing(keys, per))
+			byRound, which := rec.missing(keys, per)
+			t.Logf("missing, by round: %v; the first of them: %v", byRound, which)
 			t.Fatalf("%d of %d messages handled within 3 minutes of the node's return", rec.total(), keys*per)
 		}
 		time.Sleep(100 * time.Millisecond)
