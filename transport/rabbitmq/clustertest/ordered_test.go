@@ -246,6 +246,20 @@ func TestOrderedOnTheCluster(t *testing.T) {
 	for rec.total() < keys*per {
 		if time.Now().After(deadline) {
 			diagnose(t, ins[1].c, q, partitions, logs)
+			for _, n := range cl.Nodes {
+				if n.Running() {
+					out, err := n.Ctl(ctxT(t, time.Minute), "list_queues", "name", "messages_ready", "messages_unacknowledged", "consumers")
+					for _, line := range strings.Split(out, "\n") {
+						if strings.Contains(line, q+".p") {
+							t.Logf("rabbitmqctl: %s", line)
+						}
+					}
+					if err != nil {
+						t.Logf("rabbitmqctl list_queues: %v", err)
+					}
+					break
+				}
+			}
 			byRound, which := rec.missing(keys, per)
 			t.Logf("missing, by round: %v; the first of them: %v", byRound, which)
 			t.Fatalf("%d of %d messages handled within 3 minutes of the node's return", rec.total(), keys*per)
