@@ -680,3 +680,33 @@ func TestOrderedQuorum(t *testing.T) {
 		require.ErrorIs(t, err, transport.ErrTopologyConflict, "the held queue is not a quorum queue")
 	})
 }
+
+// TestOrderedSlowKey: a key whose handler hangs holds back only its own
+// lane: the other keys of its partition go on.
+func TestOrderedSlowKey(t *testing.T) {
+	t.Parallel()
+	c := connect(t)
+	q := acemqtestQueue(t)
+	release := make(chan struct{})
+	var fast, slow atomic.Int64
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		if m.Payload.Key == "slow" {
+			<-release
+			slow.Add(1)
+			return acemq.Done()
+		}
+		fast.Add(1)
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1}), acemq.Concurrency(2))
+	require.NoError(t, err)
+	run(t, cons)
+	ms := []transport.Message{keyed(t, q, Step{Key: "slow", N: 1}), keyed(t, q, Step{Key: "slow", N: 2})}
+	for n := 1; n <= 30; n++ {
+		ms = append(ms, keyed(t, q, Step{Key: fmt.Sprintf("k%d", n%6), N: n}))
+	}
+	publishAll(t, c, ms)
+	within(t, 10*time.Second, "the other keys done while slow hangs", func() bool { return fast.Load() == 30 })
+	require.Zero(t, slow.Load())
+	close(release)
+	within(t, 10*time.Second, "slow done", func() bool { return slow.Load() == 2 })
+}
