@@ -38,6 +38,7 @@ type Consumer[T any] struct {
 // right after it is routable. That is network I/O on RabbitMQ: give it
 // your ctx with DeclareContext (without one it is bounded by 30 seconds),
 // or declare yourself and pass NoDeclare. Start the consumer with Run.
+// With Ordered it declares the ordered topology instead (see Ordered).
 func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:

@@ -24,6 +24,7 @@ type consumerConfig struct {
 	maxBody     int
 	accept      []string
 	killSwitch  *KillSwitchPolicy
+	order       *OrderPolicy
 	errs        []error
 }
 
@@ -72,7 +73,10 @@ func WithConsumerRetry(p RetryPolicy) ConsumerOption {
 
 // Bind binds the queue to exchange with routing key key when NewConsumer
 // declares it. It may be given several times. The exchange must exist
-// (declare it with Conn.Declare).
+// (declare it with Conn.Declare). With Ordered it binds the consumer's
+// x-consistent-hash exchange {queue} to exchange instead (an
+// exchange-to-exchange binding), so publishers keep publishing where they
+// did.
 func Bind(exchange, key string) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		c.bindings = append(c.bindings, Binding{Exchange: exchange, Key: key})
@@ -101,7 +105,9 @@ func Quorum() ConsumerOption {
 // NoDeclare makes NewConsumer (or NewRouter) declare nothing: the queue,
 // its .dlq, .parked and retry tiers must exist already. Run looks for each
 // of them first and fails, naming the ones missing, rather than start and
-// loop on moves no queue can take. Bind is ignored.
+// loop on moves no queue can take. Bind is ignored. With Ordered, Run
+// looks for the partition queues, .dlq, .parked and {queue}.blocked, and
+// fails when the broker has another partition count.
 func NoDeclare() ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) { c.noDeclare = true })
 }

@@ -32,6 +32,8 @@ type engine struct {
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
 
+	ordered atomic.Pointer[orderedRun] // the running subscription of an Ordered engine
+
 	// The routing table, fixed while Run runs: routes by type name, the
 	// route for a message without a type (or for any type, with takesAll),
 	// and what a refusal names.
@@ -110,6 +112,11 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
+	if cfg.order != nil {
+		if err := e.checkOrdered(); err != nil {
+			return nil, err
+		}
+	}
 	if !cfg.noDeclare {
 		ctx := cfg.declareCtx
 		if ctx == nil {
@@ -126,6 +133,9 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 
 // declare declares the queue's topology within ctx.
 func (e *engine) declare(ctx context.Context) error {
+	if e.cfg.order != nil {
+		return e.declareOrdered(ctx)
+	}
 	if err := e.conn.t.Declare(ctx, e.topology()...); err != nil {
 		return wrapf("declaring the queues of %s %q: %w", e.who, e.queue, err)
 	}
@@ -138,6 +148,9 @@ const declareTimeout = 30 * time.Second
 
 // topology is what the constructor declares.
 func (e *engine) topology() []Topology {
+	if e.cfg.order != nil {
+		return e.orderedTopology()
+	}
 	main := Queue{Name: e.queue, Quorum: e.cfg.quorum}
 	if e.cfg.quorum {
 		main.Args = map[string]any{
@@ -189,6 +202,9 @@ func (e *engine) ladder() []string {
 // instead of declaring: without it a move to a missing queue would fail
 // and come back for as long as the consumer runs.
 func (e *engine) checkLadder(ctx context.Context) error {
+	if e.cfg.order != nil {
+		return e.checkOrderedLadder(ctx)
+	}
 	var missing []string
 	for _, name := range e.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)
@@ -289,6 +305,9 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 		return true, nil
 	}
 	defer e.ended(gen)
+	if e.cfg.order != nil {
+		return e.subscribeOrdered(takeCtx, handlerCtx, m, stopTaking)
+	}
 
 	prefetch, workers := e.cfg.prefetch, e.cfg.concurrency
 	if m == modeProbe {

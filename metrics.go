@@ -36,6 +36,7 @@ type instruments struct {
 	consumeDuration metric.Float64Histogram
 	deadLettered    metric.Int64Counter
 	paused          metric.Int64ObservableGauge
+	blockedKeys     metric.Int64ObservableGauge
 
 	meter        metric.Meter
 	registration metric.Registration // paused's callback, until the Conn closes
@@ -56,7 +57,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [6]error
+		errs [7]error
 	)
 	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
@@ -77,6 +78,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.paused, errs[5] = m.Int64ObservableGauge("acemq.consumer.paused",
 		metric.WithDescription("Running consumers of the queue that are paused, by Pause or by their kill switch."),
 		metric.WithUnit("{consumer}"))
+	in.blockedKeys, errs[6] = m.Int64ObservableGauge("acemq.consumer.blocked_keys",
+		metric.WithDescription("Keys an ordered consumer blocked, in the partitions this instance holds (sum over instances for the queue's)."),
+		metric.WithUnit("{key}"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

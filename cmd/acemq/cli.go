@@ -39,6 +39,7 @@ var commands = []command{
 	{"stats", "QUEUE... [-delays D,D...]", "ready and consumer counts of each queue, its .dlq, .parked and retry tiers", runStats},
 	{"peek", "QUEUE [-n N] [-body BYTES] [-v]", "show the envelopes of the first N messages; nothing is consumed", runPeek},
 	{"replay", "FROM TO [-limit N] [-type T] [-rate R] [-progress D]", "move messages from FROM (a .dlq or .parked) back to TO", runReplay},
+	{"keys", "list QUEUE | release QUEUE KEY", "list the blocked keys of an ordered queue, or release one", runKeys},
 	{"outbox", "dead|replay [ID...|-all] [-db URL] [-table T] [-n N]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
 	{"saga", "show NAME ID | list NAME [-open] [-limit N]  -db URL", "show a saga instance's state, or list a saga's instances", runSaga},
 }

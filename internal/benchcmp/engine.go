@@ -80,7 +80,7 @@ func acemqSendAll(e *env, q string) (measurement, error) {
 }
 
 // acemqConsume consumes the n messages preloaded in q with the given
-// concurrency and prefetch; the handler returns Done.
+// concurrency and prefetch (0: the default); the handler returns Done.
 func acemqConsume(concurrency, prefetch int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
 		if err := e.preload(q); err != nil {
@@ -98,7 +98,7 @@ func acemqConsume(concurrency, prefetch int) scenarioFunc {
 				close(done)
 			}
 			return acemq.Done()
-		}, acemq.Concurrency(concurrency), acemq.Prefetch(prefetch))
+		}, acemq.Concurrency(concurrency), prefetchOption(prefetch))
 		if err != nil {
 			return measurement{}, err
 		}
@@ -121,6 +121,14 @@ func acemqConsume(concurrency, prefetch int) scenarioFunc {
 		}
 		return between(a, b, e.n), nil
 	}
+}
+
+// prefetchOption is Prefetch(n), or the consumer's default for 0.
+func prefetchOption(n int) acemq.ConsumerOption {
+	if n == 0 {
+		return nil
+	}
+	return acemq.Prefetch(n)
 }
 
 // acemqLatency publishes e.latencyN messages at a steady rate (open loop:

@@ -95,6 +95,8 @@ func scenarios(latencyRate int) []*scenario {
 		{name: "acemq Send 64 goroutines", baseline: "raw pipelined (window 1024)", run: acemqSend(64)},
 		{name: "raw consumer prefetch 500", run: rawConsume(500), consume: true},
 		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
+		{name: "acemq consumer 8", run: acemqConsume(8, 0), consume: true},
+		{name: "acemq ordered P16 x 8, 1000 keys", baseline: "acemq consumer 8", run: acemqOrdered(16, 8, 1000), consume: true},
 		{name: "raw latency " + lat, run: rawLatency(latencyRate), latency: true},
 		{name: "acemq latency " + lat, baseline: "raw latency " + lat, run: acemqLatency(latencyRate), latency: true},
 	}
