@@ -1,14 +1,24 @@
 // Package acemqtest helps users' tests, and acemq's own, reach a broker: an
 // in-process one for unit tests, or a real RabbitMQ (and PostgreSQL for the
-// outbox) found through the environment, on this machine, or in a container.
+// outbox) found through the environment, on this machine, or in a
+// container.
 //
-// Containers are started with testcontainers-go, one per image per test
+// The container fallback lives in package acemqtest/container, so that a
+// test binary that reaches its broker by URL links no Docker client. A
+// test binary that wants it imports that package for its effect, in one of
+// its test files:
+//
+//	import _ "github.com/acemq/acemq/acemqtest/container"
+//
+// It then starts containers with testcontainers-go, one per image per test
 // binary, from RabbitMQImage and PostgresImage or the images
 // $ACEMQ_RABBITMQ_IMAGE and $ACEMQ_POSTGRES_IMAGE name. Main or Cleanup,
 // called from TestMain, removes them when the tests have run; a watchdog
 // process removes them when the test binary ends without calling either,
-// however it ends. Offline, set TESTCONTAINERS_RYUK_DISABLED=true.
-// docs/testing.md says what is left behind, and when.
+// however it ends. Offline, set TESTCONTAINERS_RYUK_DISABLED=true. Without
+// the import, RabbitMQ and Postgres skip (or fail) with a message naming
+// it, and Main and Cleanup have no container to remove. docs/testing.md
+// says what is left behind, and when.
 //
 // DeleteAfter removes what a test declared: everything a Consumer or Router
 // lists in its Topology, and the exchanges and queues the test declared

@@ -16,7 +16,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/urls"
+	"github.com/acemq/acemq/acemqtest/internal/login"
+	"github.com/acemq/acemq/acemqtest/internal/starter"
 )
 
 // Where brokers are looked for, after the environment.
@@ -64,31 +65,16 @@ func (f *finder) reset() {
 
 // RabbitMQ returns the URL of a RabbitMQ broker for the test: the value of
 // $ACEMQ_RABBITMQ_URL when set, else LocalRabbitMQ when a broker there
-// accepts an AMQP login, else a container of RabbitMQImage (or of the
-// image $ACEMQ_RABBITMQ_IMAGE names) started through testcontainers-go
-// when a Docker engine answers: one for the whole test binary, removed by
-// Cleanup or Main, or by a watchdog process when the binary ends. When
-// none is found the test is skipped with the reason, or fails when
-// $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
+// accepts an AMQP login, else, when the test binary imports package
+// acemqtest/container and a Docker engine answers, a container of
+// RabbitMQImage (or of the image $ACEMQ_RABBITMQ_IMAGE names): one for
+// the whole test binary, removed by Cleanup or Main, or by a watchdog
+// process when the binary ends. When none is found the test is skipped
+// with the reason, or fails when $ACEMQ_REQUIRE_BROKER is 1 (as in CI).
 func RabbitMQ(t testing.TB) string {
 	t.Helper()
 	url, reason := rabbit.find(func() (string, string) {
-		if u := os.Getenv("ACEMQ_RABBITMQ_URL"); u != "" {
-			return u, ""
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		defer cancel()
-		err := probeAMQP(ctx, LocalRabbitMQ)
-		if err == nil {
-			return LocalRabbitMQ, ""
-		}
-		u, cerr := rabbitMQContainer()
-		if cerr != nil {
-			return "", fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v\n"+
-				"Set $ACEMQ_RABBITMQ_URL or start a local broker; %s",
-				acemq.Redact(LocalRabbitMQ), err, cerr, offlineHint(rabbitMQImageEnv))
-		}
-		return u, ""
+		return findRabbitMQ(LocalRabbitMQ, starter.RabbitMQ)
 	})
 	if url == "" {
 		missing(t, reason)
@@ -96,38 +82,82 @@ func RabbitMQ(t testing.TB) string {
 	return url
 }
 
+// findRabbitMQ looks for a broker in the environment, at local, then in a
+// container started with start (nil when acemqtest/container is not
+// linked), and returns its URL or why there is none.
+func findRabbitMQ(local string, start func() (string, error)) (url, reason string) {
+	if u := os.Getenv("ACEMQ_RABBITMQ_URL"); u != "" {
+		return u, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	err := login.AMQP(ctx, local)
+	if err == nil {
+		return local, ""
+	}
+	u, cerr := fromContainer(start)
+	if cerr != nil {
+		return "", fmt.Sprintf("no RabbitMQ: $ACEMQ_RABBITMQ_URL is unset, %s does not answer (%v), and no container: %v\n"+
+			"Set $ACEMQ_RABBITMQ_URL or start a local broker",
+			acemq.Redact(local), err, cerr)
+	}
+	return u, ""
+}
+
 // Postgres returns the URL of a PostgreSQL database for the test: the
 // value of $ACEMQ_POSTGRES_URL when set, else LocalPostgres when a server
-// there answers PostgreSQL's SSLRequest, else a container of PostgresImage
-// (or of the image $ACEMQ_POSTGRES_IMAGE names) when a Docker engine
-// answers, found and removed as RabbitMQ's is. acemqtest speaks enough of
+// there answers PostgreSQL's SSLRequest, else, when the test binary
+// imports package acemqtest/container and a Docker engine answers, a
+// container of PostgresImage (or of the image $ACEMQ_POSTGRES_IMAGE
+// names), found and removed as RabbitMQ's is. acemqtest speaks enough of
 // PostgreSQL's protocol to probe and log in, so it needs no database
 // driver. When none is found the test is skipped with the reason, or fails
 // when $ACEMQ_REQUIRE_BROKER is 1.
 func Postgres(t testing.TB) string {
 	t.Helper()
 	url, reason := pg.find(func() (string, string) {
-		if u := os.Getenv("ACEMQ_POSTGRES_URL"); u != "" {
-			return u, ""
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		defer cancel()
-		err := probePostgres(ctx, "127.0.0.1:5432")
-		if err == nil {
-			return LocalPostgres, ""
-		}
-		u, cerr := postgresContainer()
-		if cerr != nil {
-			return "", fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, 127.0.0.1:5432 does not answer (%v), and no container: %v\n"+
-				"Set $ACEMQ_POSTGRES_URL or start a local server; %s",
-				err, cerr, offlineHint(postgresImageEnv))
-		}
-		return u, ""
+		return findPostgres("127.0.0.1:5432", LocalPostgres, starter.Postgres)
 	})
 	if url == "" {
 		missing(t, reason)
 	}
 	return url
+}
+
+// findPostgres looks for a database in the environment, at addr (whose
+// URL is local), then in a container started with start (nil when
+// acemqtest/container is not linked), and returns its URL or why there is
+// none.
+func findPostgres(addr, local string, start func() (string, error)) (url, reason string) {
+	if u := os.Getenv("ACEMQ_POSTGRES_URL"); u != "" {
+		return u, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	err := probePostgres(ctx, addr)
+	if err == nil {
+		return local, ""
+	}
+	u, cerr := fromContainer(start)
+	if cerr != nil {
+		return "", fmt.Sprintf("no PostgreSQL: $ACEMQ_POSTGRES_URL is unset, %s does not answer (%v), and no container: %v\n"+
+			"Set $ACEMQ_POSTGRES_URL or start a local server",
+			addr, err, cerr)
+	}
+	return u, ""
+}
+
+// containerImport is the import that links the container fallback.
+const containerImport = `import _ "github.com/acemq/acemq/acemqtest/container"`
+
+// fromContainer starts a container with start, the hook package
+// acemqtest/container sets when it is linked.
+func fromContainer(start func() (string, error)) (string, error) {
+	if start == nil {
+		return "", errors.New("this test binary does not link the container fallback; " +
+			"to start one in Docker, add to one of its test files: " + containerImport + " (see docs/testing.md)")
+	}
+	return start()
 }
 
 // missing skips the test, or fails it when a broker is required.
@@ -137,41 +167,6 @@ func missing(t testing.TB, reason string) {
 		t.Fatalf("acemqtest: %s (ACEMQ_REQUIRE_BROKER=1)", reason)
 	}
 	t.Skipf("acemqtest: %s", reason)
-}
-
-// probeAMQP opens and closes an AMQP connection, all within ctx.
-func probeAMQP(ctx context.Context, rawURL string) error {
-	conn, err := dialAMQP(ctx, rawURL)
-	if err != nil {
-		return err
-	}
-	return conn.Close()
-}
-
-// dialAMQP connects to rawURL, or to the first node of a URL list that
-// accepts, all within ctx.
-func dialAMQP(ctx context.Context, rawURL string) (*amqp.Connection, error) {
-	var errs []error
-	for _, u := range urls.Split(rawURL) {
-		conn, err := amqp.DialConfig(u, amqp.Config{
-			Dial: func(network, addr string) (net.Conn, error) {
-				var d net.Dialer
-				c, err := d.DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				if dl, ok := ctx.Deadline(); ok {
-					_ = c.SetDeadline(dl)
-				}
-				return c, nil
-			},
-		})
-		if err == nil {
-			return conn, nil
-		}
-		errs = append(errs, errors.New(urls.Scrub(err.Error(), u)))
-	}
-	return nil, errors.Join(errs...)
 }
 
 // probePostgres sends PostgreSQL's SSLRequest and expects its one-byte
@@ -223,7 +218,7 @@ func DeleteQueuesAfter(t testing.TB, rawURL string, queues ...string) {
 }
 
 func deleteQueues(ctx context.Context, rawURL string, queues []string) error {
-	conn, err := dialAMQP(ctx, rawURL)
+	conn, err := login.DialAMQP(ctx, rawURL)
 	if err != nil {
 		return err
 	}

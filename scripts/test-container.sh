@@ -15,7 +15,10 @@
 #    of its own: nothing of the machine's Docker setup, network or services
 #    is touched, and inside the namespace 127.0.0.1:5672 and :5432 are
 #    empty, so acemqtest must fall back to containers.
-# 3. Runs the acemqtest, root and outbox tests inside the namespace with
+# 3. Runs the tests of acemqtest/container and the acemqtest, root and
+#    outbox tests inside the namespace, built with the tag
+#    acemqtest_container (which links acemqtest/container into the last
+#    three through their container_link_test.go), with
 #    ACEMQ_RABBITMQ_URL and ACEMQ_POSTGRES_URL unset, the reaper off
 #    (TESTCONTAINERS_RYUK_DISABLED=true: no image registry is reachable) and
 #    ACEMQ_REQUIRE_BROKER=1 (a skip would prove nothing), one package at a
@@ -28,7 +31,7 @@
 # several hundred MB of packages.
 #
 # Environment: GO (go), TEST_FLAGS (-race -count=1 -timeout 20m),
-# PACKAGES (./acemqtest . ./outbox), ACEMQ_CONTAINER_CACHE
+# PACKAGES (./acemqtest/container ./acemqtest . ./outbox), ACEMQ_CONTAINER_CACHE
 # (/var/cache/acemq-test-container), REBUILD=1 to rebuild the images,
 # DEBIAN_MIRROR (debootstrap's default when unset).
 set -euo pipefail
@@ -38,7 +41,10 @@ repo=$PWD
 
 GO=${GO:-go}
 TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 20m}
-PACKAGES=${PACKAGES:-./acemqtest . ./outbox}
+PACKAGES=${PACKAGES:-./acemqtest/container ./acemqtest . ./outbox}
+# Links the container fallback into the test binaries that import it only
+# behind this tag; without it they would skip (or, here, fail).
+TAGS=-tags=acemqtest_container
 CACHE=${ACEMQ_CONTAINER_CACHE:-/var/cache/acemq-test-container}
 SUITE=bookworm
 
@@ -51,11 +57,11 @@ stamp() { date -u +%H:%M:%S; }
 # The image names acemqtest starts when no variable overrides them: read
 # from its source, so this script and the package never disagree.
 default_image() {
-	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\"\\(.*\\)\".*/\\1/p" "$repo/acemqtest/container.go"
+	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*\"\\(.*\\)\".*/\\1/p" "$repo/acemqtest/images.go"
 }
 RABBIT_IMAGE=${ACEMQ_RABBITMQ_IMAGE:-$(default_image RabbitMQImage)}
 PG_IMAGE=${ACEMQ_POSTGRES_IMAGE:-$(default_image PostgresImage)}
-[ -n "$RABBIT_IMAGE" ] && [ -n "$PG_IMAGE" ] || die "cannot read the default image names from acemqtest/container.go"
+[ -n "$RABBIT_IMAGE" ] && [ -n "$PG_IMAGE" ] || die "cannot read the default image names from acemqtest/images.go"
 
 work=$(mktemp -d /tmp/acemq-test-container.XXXXXX)
 ns=acemq-tc-$$
@@ -288,20 +294,20 @@ t_engine=$SECONDS
 # reachable here), so that the runs below only run.
 say "$(stamp) building the tests"
 # shellcheck disable=SC2086
-"$GO" test $TEST_FLAGS -run '^$' $PACKAGES >/dev/null
+"$GO" test $TAGS $TEST_FLAGS -run '^$' $PACKAGES >/dev/null
 t_build_tests=$SECONDS
 
 since=$(date +%s)
 failed=0
 for pkg in $PACKAGES; do
-	say "$(stamp) go test $TEST_FLAGS $pkg"
+	say "$(stamp) go test $TAGS $TEST_FLAGS $pkg"
 	p0=$SECONDS
 	# shellcheck disable=SC2086
 	env -u ACEMQ_RABBITMQ_URL -u ACEMQ_POSTGRES_URL \
 		DOCKER_HOST="unix://$work/docker.sock" \
 		TESTCONTAINERS_RYUK_DISABLED=true ACEMQ_REQUIRE_BROKER=1 \
 		GOPROXY=off \
-		nsenter --net="/var/run/netns/$ns" "$GO" test $TEST_FLAGS "$pkg" || failed=1
+		nsenter --net="/var/run/netns/$ns" "$GO" test $TAGS $TEST_FLAGS "$pkg" || failed=1
 	started=$(docker -H "unix://$work/docker.sock" events --since "$since" --until "$(date +%s)" \
 		--filter type=container --filter event=start --format '{{.From}}' | sort | uniq -c | tr '\n' ';')
 	since=$(date +%s)
@@ -319,7 +325,7 @@ say "$(stamp) with the reaper on: expecting a skip that names TESTCONTAINERS_RYU
 p0=$SECONDS
 out=$(env -u ACEMQ_RABBITMQ_URL -u ACEMQ_POSTGRES_URL -u TESTCONTAINERS_RYUK_DISABLED -u ACEMQ_REQUIRE_BROKER \
 	DOCKER_HOST="unix://$work/docker.sock" GOPROXY=off \
-	nsenter --net="/var/run/netns/$ns" "$GO" test -count=1 -v -run '^TestRabbitMQAnswers$' ./acemqtest 2>&1) || true
+	nsenter --net="/var/run/netns/$ns" "$GO" test $TAGS -count=1 -v -run '^TestRabbitMQAnswers$' ./acemqtest 2>&1) || true
 printf '%s\n' "$out" | grep -A4 'acemqtest: no RabbitMQ' >&2 || true
 if ! printf '%s\n' "$out" | grep -q -- '--- SKIP: TestRabbitMQAnswers' ||
 	! printf '%s\n' "$out" | grep -q 'TESTCONTAINERS_RYUK_DISABLED=true'; then

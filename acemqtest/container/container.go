@@ -1,4 +1,22 @@
-package acemqtest
+// Package container lets acemqtest.RabbitMQ and acemqtest.Postgres start a
+// broker or database in Docker, with testcontainers-go, when none answers
+// in the environment or on this machine. A test binary gets that fallback
+// by importing this package for its effect, in one of its test files:
+//
+//	import _ "github.com/acemq/acemq/acemqtest/container"
+//
+// It is a package of its own so that a test binary that reaches its
+// broker by URL does not link, nor compile, the Docker client.
+//
+// It starts at most one container per image per test binary, from
+// acemqtest.RabbitMQImage and acemqtest.PostgresImage or the images
+// $ACEMQ_RABBITMQ_IMAGE and $ACEMQ_POSTGRES_IMAGE name, and removes them
+// when acemqtest.Main or acemqtest.Cleanup runs, or, however the test
+// binary ends, through a watchdog process: the test binary run again,
+// which this package's init recognises and turns into the watchdog before
+// any test runs. Offline, set TESTCONTAINERS_RYUK_DISABLED=true.
+// docs/testing.md says what is left behind, and when.
+package container
 
 import (
 	"bufio"
@@ -13,20 +31,31 @@ import (
 
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/acemqtest/internal/login"
+	"github.com/acemq/acemq/acemqtest/internal/starter"
 )
 
-// The images started when no broker or database answers locally, unless
-// $ACEMQ_RABBITMQ_IMAGE or $ACEMQ_POSTGRES_IMAGE names another.
-const (
-	RabbitMQImage = "rabbitmq:3.13-alpine"
-	PostgresImage = "postgres:16-alpine"
-)
+// init hands acemqtest the hooks that start and remove containers, or, in
+// the test binary run again as the watchdog, runs the watchdog and exits.
+func init() {
+	if os.Getenv(watchdogEnv) == "1" {
+		runWatchdog()
+	}
+	starter.RabbitMQ = rabbitMQContainer
+	starter.Postgres = postgresContainer
+	starter.Cleanup = removeStarted
+}
 
 // The environment variables that name another image.
 const (
 	rabbitMQImageEnv = "ACEMQ_RABBITMQ_IMAGE"
 	postgresImageEnv = "ACEMQ_POSTGRES_IMAGE"
 )
+
+// loginTimeout bounds each login attempt of a wait strategy.
+const loginTimeout = 2 * time.Second
 
 // containerTimeout bounds pulling, starting and waiting for a container.
 const containerTimeout = 3 * time.Minute
@@ -48,7 +77,7 @@ func image(env, def string) string {
 }
 
 // started holds the containers this test binary started and not yet
-// removed: Cleanup removes them.
+// removed: acemqtest.Cleanup removes them, through starter.Cleanup.
 var started struct {
 	sync.Mutex
 	list []*testcontainers.DockerContainer
@@ -67,8 +96,9 @@ func dockerAnswers(ctx context.Context) error {
 // startContainer starts image with port exposed, waits until ready says
 // it serves, and returns host:port. A container that was created but did
 // not become ready is removed before the error is returned. The container
-// serves every later test of the binary; Cleanup (or Main) removes it,
-// and so does the watchdog when the binary ends without calling them.
+// serves every later test of the binary; acemqtest.Cleanup (or Main)
+// removes it, and so does the watchdog when the binary ends without
+// calling them.
 func startContainer(image, port string, env map[string]string, ready wait.Strategy, opts ...testcontainers.ContainerCustomizer) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), containerTimeout)
 	defer cancel()
@@ -164,12 +194,13 @@ func offlineHint(env string) string {
 // ships but does not enable.
 const enabledPlugins = "[rabbitmq_consistent_hash_exchange].\n"
 
-// rabbitMQContainer starts the RabbitMQ image and returns its AMQP URL.
+// rabbitMQContainer starts the RabbitMQ image and returns its AMQP URL, or
+// an error that says how to run offline.
 func rabbitMQContainer() (string, error) {
-	img := image(rabbitMQImageEnv, RabbitMQImage)
+	img := image(rabbitMQImageEnv, acemqtest.RabbitMQImage)
 	hostPort, err := startContainer(img, "5672/tcp", nil,
 		loginWait("5672/tcp", func(ctx context.Context, hostPort string) error {
-			return probeAMQP(ctx, "amqp://guest:guest@"+hostPort+"/")
+			return login.AMQP(ctx, "amqp://guest:guest@"+hostPort+"/")
 		}),
 		testcontainers.WithFiles(testcontainers.ContainerFile{
 			Reader:            strings.NewReader(enabledPlugins),
@@ -177,7 +208,7 @@ func rabbitMQContainer() (string, error) {
 			FileMode:          0o644,
 		}))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; %s", err, offlineHint(rabbitMQImageEnv))
 	}
 	return "amqp://guest:guest@" + hostPort + "/", nil
 }
@@ -190,19 +221,20 @@ const (
 	containerPGDatabase = "test"
 )
 
-// postgresContainer starts the PostgreSQL image and returns its URL.
+// postgresContainer starts the PostgreSQL image and returns its URL, or an
+// error that says how to run offline.
 func postgresContainer() (string, error) {
-	img := image(postgresImageEnv, PostgresImage)
+	img := image(postgresImageEnv, acemqtest.PostgresImage)
 	url := func(hostPort string) string {
 		return "postgres://" + containerPGUser + ":" + containerPGPassword + "@" + hostPort + "/" + containerPGDatabase + "?sslmode=disable"
 	}
 	hostPort, err := startContainer(img, "5432/tcp",
 		map[string]string{"POSTGRES_USER": containerPGUser, "POSTGRES_PASSWORD": containerPGPassword, "POSTGRES_DB": containerPGDatabase},
 		loginWait("5432/tcp", func(ctx context.Context, hostPort string) error {
-			return pgLogin(ctx, url(hostPort))
+			return login.Postgres(ctx, url(hostPort))
 		}))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; %s", err, offlineHint(postgresImageEnv))
 	}
 	return url(hostPort), nil
 }
@@ -210,8 +242,8 @@ func postgresContainer() (string, error) {
 // loginWait is a wait strategy that works for any image: it is ready when
 // a client logs in through the mapped port (and, for PostgreSQL, runs a
 // query), not when the image prints a line of its own.
-func loginWait(port string, login func(ctx context.Context, hostPort string) error) wait.Strategy {
-	return loginStrategy{port: port, login: login}
+func loginWait(port string, logIn func(ctx context.Context, hostPort string) error) wait.Strategy {
+	return loginStrategy{port: port, login: logIn}
 }
 
 type loginStrategy struct {
@@ -231,7 +263,7 @@ func (s loginStrategy) WaitUntilReady(ctx context.Context, target wait.StrategyT
 		if hostPort, err := endpoint(ctx, target, s.port); err != nil {
 			last = err
 		} else {
-			tctx, cancel := context.WithTimeout(ctx, probeTimeout)
+			tctx, cancel := context.WithTimeout(ctx, loginTimeout)
 			last = s.login(tctx, hostPort)
 			cancel()
 			if last == nil {

@@ -1,4 +1,8 @@
-package acemqtest
+// Package login logs in to a RabbitMQ broker or a PostgreSQL database, to
+// tell that it is ready: acemqtest uses it to probe and to delete, package
+// acemqtest/container to wait for the containers it starts. It links no
+// database driver and no Docker client.
+package login
 
 import (
 	"bufio"
@@ -21,11 +25,12 @@ import (
 	"strings"
 )
 
-// pgLogin logs in to the PostgreSQL database rawURL names, as the user it
+// Postgres logs in to the PostgreSQL database rawURL names, as the user it
 // names, and runs SELECT 1: what "ready" means for a database, whatever
 // the image. It speaks the frontend protocol itself (trust, password, MD5
-// and SCRAM-SHA-256 authentication, no TLS), so acemqtest needs no driver.
-func pgLogin(ctx context.Context, rawURL string) error {
+// and SCRAM-SHA-256 authentication, no TLS), so neither acemqtest nor
+// acemqtest/container needs a driver.
+func Postgres(ctx context.Context, rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return fmt.Errorf("parsing the PostgreSQL URL: %w", err)

@@ -1,4 +1,4 @@
-package acemqtest
+package container
 
 import (
 	"bufio"
@@ -16,7 +16,19 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/acemqtest/internal/starter"
 )
+
+// Importing the package hands acemqtest its hooks, so that RabbitMQ,
+// Postgres and Cleanup reach the container code.
+func TestInitRegistersTheHooks(t *testing.T) {
+	if starter.RabbitMQ == nil || starter.Postgres == nil || starter.Cleanup == nil {
+		t.Fatalf("hooks after init: RabbitMQ %t, Postgres %t, Cleanup %t; want all set",
+			starter.RabbitMQ != nil, starter.Postgres != nil, starter.Cleanup != nil)
+	}
+}
 
 // Without a Docker engine the container path must fail quickly, saying so,
 // so that RabbitMQ and Postgres can skip (or fail) with the reason.
@@ -39,11 +51,11 @@ func TestContainerPathWithoutDocker(t *testing.T) {
 
 func TestImageOverride(t *testing.T) {
 	t.Setenv(rabbitMQImageEnv, "")
-	if got := image(rabbitMQImageEnv, RabbitMQImage); got != RabbitMQImage {
-		t.Errorf("unset: %q, want the default %q", got, RabbitMQImage)
+	if got := image(rabbitMQImageEnv, acemqtest.RabbitMQImage); got != acemqtest.RabbitMQImage {
+		t.Errorf("unset: %q, want the default %q", got, acemqtest.RabbitMQImage)
 	}
 	t.Setenv(rabbitMQImageEnv, " registry.local/rabbitmq:3.10 ")
-	if got := image(rabbitMQImageEnv, RabbitMQImage); got != "registry.local/rabbitmq:3.10" {
+	if got := image(rabbitMQImageEnv, acemqtest.RabbitMQImage); got != "registry.local/rabbitmq:3.10" {
 		t.Errorf("set: %q", got)
 	}
 }
@@ -164,7 +176,7 @@ func ownedNow(t *testing.T, owner string) []string {
 // and the error says the container was removed when there was one.
 func TestContainerFailuresLeaveNothing(t *testing.T) {
 	dockerOrSkip(t)
-	img := image(rabbitMQImageEnv, RabbitMQImage)
+	img := image(rabbitMQImageEnv, acemqtest.RabbitMQImage)
 	never := strategyFunc(func(context.Context, wait.StrategyTarget) error { return errors.New("never ready") })
 	ready := strategyFunc(func(context.Context, wait.StrategyTarget) error { return nil })
 	tests := []struct {
@@ -186,7 +198,7 @@ func TestContainerFailuresLeaveNothing(t *testing.T) {
 			before := ownedNow(t, ownerToken)
 			u, err := startContainer(tt.image, "5672/tcp", nil, tt.ready, tt.opts...)
 			if err == nil {
-				_ = Cleanup()
+				_ = acemqtest.Cleanup()
 				t.Fatalf("started %s", u)
 			}
 			for _, want := range tt.wantErr {
@@ -255,7 +267,7 @@ func TestHelperStartAndExit(t *testing.T) {
 		t.Skip("run by TestWatchdogRemovesAfterAnAbruptExit")
 	}
 	ready := strategyFunc(func(context.Context, wait.StrategyTarget) error { return nil })
-	if _, err := startContainer(image(rabbitMQImageEnv, RabbitMQImage), "5672/tcp", nil, ready); err != nil {
+	if _, err := startContainer(image(rabbitMQImageEnv, acemqtest.RabbitMQImage), "5672/tcp", nil, ready); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(ownedNow(t, ownerToken)); n != 1 {
@@ -272,18 +284,29 @@ func (f strategyFunc) WaitUntilReady(ctx context.Context, t wait.StrategyTarget)
 	return f(ctx, t)
 }
 
-// Cleanup resets the finders: a search runs once, and again after a reset.
-func TestCleanupForgets(t *testing.T) {
-	var f finder
-	searches := 0
-	search := func() (string, string) { searches++; return "amqp://found/", "" }
-	f.find(search)
-	f.find(search)
-	if searches != 1 {
-		t.Fatalf("%d searches before a reset, want 1", searches)
+// The test binary run again with the watchdog's variable is the watchdog,
+// not the tests: this package's init takes over before any test runs,
+// waits for the end of its standard input, and exits with what the
+// removal said (here an error: it was given no owner token).
+func TestInitTurnsTheBinaryIntoTheWatchdog(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.reset()
-	if u, _ := f.find(search); u != "amqp://found/" || searches != 2 {
-		t.Fatalf("after a reset: %q after %d searches, want a second search", u, searches)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestInitRegistersTheHooks$", "-test.v")
+	cmd.Env = append(os.Environ(), watchdogEnv+"=1", watchdogOwner+"=")
+	cmd.Stdin = strings.NewReader("") // the watched binary has ended
+	out, err := cmd.CombinedOutput()
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("the watchdog ended with %v, want exit status 1; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "acemqtest watchdog: ") {
+		t.Errorf("the watchdog did not report its failed removal; output:\n%s", out)
+	}
+	if strings.Contains(string(out), "TestInitRegistersTheHooks") {
+		t.Errorf("the watchdog ran tests; output:\n%s", out)
 	}
 }

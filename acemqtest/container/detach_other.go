@@ -1,6 +1,6 @@
 //go:build !unix
 
-package acemqtest
+package container
 
 import "os/exec"
 
