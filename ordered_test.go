@@ -307,6 +307,7 @@ func TestOrderedPartitionCountIsFixed(t *testing.T) {
 			require.Equal(t, 1, countPrefix(err.Error()))
 		}
 		r := acemq.NewRouter(c, q, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}))
+		acemq.Route(r, h)
 		require.ErrorContains(t, r.Run(context.Background()), "declared with 4")
 	})
 }
