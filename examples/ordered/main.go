@@ -172,7 +172,7 @@ func run() error {
 		}
 	}
 	ins = ins[:2]
-	if took, err = waitSpread(ins, partitions/2); err != nil {
+	if _, err = waitSpread(ins, partitions/2); err != nil {
 		return err
 	}
 	fmt.Printf("2 instances spread the partitions again:\n")

@@ -37,11 +37,10 @@ const (
 
 type frameGuard struct {
 	net.Conn
-	r       *bufio.Reader
-	out     []byte // a rewritten or buffered frame still to hand out
-	stream  int    // bytes of the current frame to pass straight through
-	broken  bool   // not AMQP frames (a protocol refusal): pass everything
-	scratch [7]byte
+	r      *bufio.Reader
+	out    []byte // a rewritten or buffered frame still to hand out
+	stream int    // bytes of the current frame to pass straight through
+	broken bool   // not AMQP frames (a protocol refusal): pass everything
 }
 
 // NewGuard returns c with the frame guard on its reads: what amqp091-go
