@@ -8,7 +8,7 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test test-unit test-fault test-leftovers test-cluster test-container vet lint bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test broker-plugins test-unit test-fault test-leftovers test-cluster test-container vet lint bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
 # The full proof of the library on one broker: lint, the race-enabled suite
 # (the fuzz targets' seed corpora included), then the broker fault tests on
@@ -16,7 +16,16 @@ FUZZTIME ?= 30s
 # the check that nothing was left behind. CI (.ci/run) then fuzzes beyond
 # the seeds (fuzz-short: a third build of the standard library and the
 # dependencies, instrumented for coverage) and runs test-cluster.
-test: lint test-unit test-fault test-leftovers
+test: lint broker-plugins test-unit test-fault test-leftovers
+
+# Ordered consumers hash keys over RabbitMQ's consistent-hash exchange, a
+# plugin that ships with the broker but is off by default: enabled here on a
+# local broker (a remote one must have it already; its tests say so).
+broker-plugins:
+	@if command -v rabbitmq-plugins >/dev/null 2>&1; then \
+	  rabbitmq-plugins -q enable rabbitmq_consistent_hash_exchange >/dev/null || \
+	  echo "make: could not enable rabbitmq_consistent_hash_exchange; the ordered tests on RabbitMQ will fail"; \
+	fi
 
 # vet and staticcheck build with -race, as test-unit does, so a fresh
 # clone compiles the dependency graph once for all three instead of once
