@@ -24,6 +24,7 @@ type consumerConfig struct {
 	maxBody     int
 	accept      []string
 	killSwitch  *KillSwitchPolicy
+	batch       *batchConfig // NewBatchConsumer's; nil for the others
 	errs        []error
 }
 
