@@ -167,7 +167,7 @@ type batchServer interface {
 // WhenSettled callbacks) and state.
 type batchItem struct {
 	ctx context.Context
-	d   transport.Delivery
+	d   *transport.Delivery // in the batch the gatherer made
 	ds  *delivery
 }
 
@@ -192,11 +192,11 @@ func (r *batchRoute[T]) serve(ctx context.Context, e *engine, d transport.Delive
 
 func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batchItem) {
 	msgs := make([]*Message[T], 0, len(items))
-	kept := make([]batchItem, 0, len(items))
+	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
 		m := &Message[T]{Envelope: it.ds.env, Queue: e.queue, Redelivered: it.d.Redelivered}
 		if err := e.conn.cfg.codecs.decode(it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
-			e.settle(it.ctx, it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
+			e.settle(it.ctx, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
 			continue
 		}
 		msgs = append(msgs, m)
@@ -212,7 +212,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	bctx := &delivery{Context: ctx, members: members}
 	vs, seconds := r.run(bctx, e, msgs)
 	for i, it := range kept {
-		e.settle(it.ctx, it.d, it.ds, vs[i], seconds)
+		e.settle(it.ctx, *it.d, it.ds, vs[i], seconds)
 	}
 }
 
@@ -259,12 +259,12 @@ func (r *batchRoute[T]) call(ctx context.Context, msgs []*Message[T]) (acks []Ac
 // through prepare, alone, then those that passed to the handler together.
 func (e *engine) processBatch(ctx context.Context, ds []transport.Delivery) {
 	items := make([]batchItem, 0, len(ds))
-	for _, d := range ds {
-		dctx, st, r := e.prepare(ctx, d)
+	for i := range ds {
+		dctx, st, r := e.prepare(ctx, ds[i])
 		if r == nil {
 			continue // settled alone
 		}
-		items = append(items, batchItem{ctx: dctx, d: d, ds: st})
+		items = append(items, batchItem{ctx: dctx, d: &ds[i], ds: st})
 	}
 	if len(items) > 0 {
 		e.batch.serveBatch(ctx, e, items)
@@ -338,6 +338,9 @@ func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, co
 			if !j.take || stopCtx.Err() != nil {
 				_ = j.d.Nack(true) // prefetched after a stop, or past a probe's few
 				continue
+			}
+			if cur == nil {
+				cur = make([]transport.Delivery, 0, min(size, 128))
 			}
 			cur = append(cur, j.d)
 			if len(cur) == 1 {
