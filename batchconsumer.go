@@ -171,6 +171,21 @@ type batchItem struct {
 	ds  *delivery
 }
 
+// batchContext is a BatchHandler's context: its parent plus the batch's
+// deliveries, on each of which WhenSettled registers.
+type batchContext struct {
+	context.Context
+	members []*delivery
+}
+
+// Value returns the batch for deliveryKey and asks the parent otherwise.
+func (b *batchContext) Value(key any) any {
+	if key == (deliveryKey{}) {
+		return b
+	}
+	return b.Context.Value(key)
+}
+
 // batchRoute is a BatchHandler[T] with what it takes to decode for it.
 type batchRoute[T any] struct {
 	handler BatchHandler[T]
@@ -209,7 +224,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	for i, it := range kept {
 		members[i] = it.ds
 	}
-	bctx := &delivery{Context: ctx, members: members}
+	bctx := &batchContext{Context: ctx, members: members}
 	vs, seconds := r.run(bctx, e, msgs)
 	for i, it := range kept {
 		e.settle(it.ctx, *it.d, it.ds, vs[i], seconds)

@@ -119,10 +119,6 @@ type delivery struct {
 	env       *Envelope
 	mu        sync.Mutex
 	callbacks []func(context.Context, Settlement)
-
-	// members are a batch's deliveries, when this is the context of a
-	// BatchHandler: WhenSettled registers on each of them. env is nil.
-	members []*delivery
 }
 
 // Value returns the delivery for deliveryKey and asks the parent otherwise.
@@ -150,14 +146,15 @@ func incoming(ctx context.Context) *Envelope {
 // BatchHandler, fn runs once for every message of the batch, as each
 // settles.
 func WhenSettled(ctx context.Context, fn func(context.Context, Settlement)) {
-	d, ok := ctx.Value(deliveryKey{}).(*delivery)
-	if !ok || fn == nil {
-		return
-	}
-	if d.members != nil {
-		for _, m := range d.members {
+	v := ctx.Value(deliveryKey{})
+	if b, ok := v.(*batchContext); ok {
+		for _, m := range b.members {
 			WhenSettled(m, fn)
 		}
+		return
+	}
+	d, ok := v.(*delivery)
+	if !ok || fn == nil {
 		return
 	}
 	d.mu.Lock()
