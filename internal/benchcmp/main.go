@@ -98,9 +98,9 @@ func scenarios(latencyRate int) []*scenario {
 		{name: "acemq Send 64 goroutines", baseline: "raw pipelined (window 1024)", run: acemqSend(64)},
 		{name: "raw consumer prefetch 500", run: rawConsume(500), consume: true},
 		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
-		{name: "acemq batch consumer 1 x 100, no-op", baseline: "acemq consumer 8 x prefetch 500", run: acemqBatchNoop(1), consume: true},
+		{name: "acemq batch consumer 8 x 100, no-op", baseline: "acemq consumer 8 x prefetch 500", run: acemqBatchNoop(8), consume: true},
 		{name: "acemq consumer 8, a row each (PostgreSQL)", run: acemqRowEach(8), db: true},
-		{name: "acemq batch consumer 2 x 100, a statement each (PostgreSQL)", baseline: "acemq consumer 8, a row each (PostgreSQL)", run: acemqBatchStatement(2), db: true},
+		{name: "acemq batch consumer 8 x 100, a statement each (PostgreSQL)", baseline: "acemq consumer 8, a row each (PostgreSQL)", run: acemqBatchStatement(8), db: true},
 		{name: "raw latency " + lat, run: rawLatency(latencyRate), latency: true},
 		{name: "acemq latency " + lat, baseline: "raw latency " + lat, run: acemqLatency(latencyRate), latency: true},
 	}
