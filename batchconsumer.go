@@ -306,20 +306,26 @@ func (e *engine) startBatches(wg *sync.WaitGroup, jobs <-chan job, workers int, 
 
 // gather makes batches of the jobs and hands each to a free worker: when
 // it is full, when BatchWait has passed since its first delivery, or at
-// once when the taking has ended (Run stopping, a probe's few taken). It
-// keeps gathering while every worker is busy, up to BatchSize. When the
-// subscription is stopped without Run stopping (Pause, the kill switch),
-// the batch being gathered goes back to the queue, unhandled; so does
-// every delivery that arrives after a stop.
+// once when the taking has ended (Run stopping, a probe's few taken), with
+// the deliveries already handed over to it. It keeps gathering while every
+// worker is busy, up to BatchSize.
+//
+// When Run stops, the batch being gathered is the last: it is handed over
+// with what the transport had already handed out, up to BatchSize, and
+// every delivery after it goes back to the queue. When the subscription is
+// stopped without Run stopping (Pause, the kill switch), the batch being
+// gathered goes back to the queue, unhandled, and so does every delivery
+// that arrives after the stop.
 func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, consumeCtx, stopCtx, takeCtx context.Context) {
 	size, wait := e.cfg.batch.size, e.cfg.batch.wait
 	var (
-		cur     []transport.Delivery
-		due     bool // BatchWait has passed since cur's first delivery
-		ending  bool // the taking has ended: hand cur over at once
-		stopped = stopCtx.Done()
-		taking  = takeCtx.Done()
-		timer   = time.NewTimer(wait)
+		cur      []transport.Delivery
+		due      bool // BatchWait has passed since cur's first delivery
+		ending   bool // the taking has ended: hand cur over at once
+		lastSent bool // Run is stopping and its last batch was handed over
+		stopped  = stopCtx.Done()
+		taking   = takeCtx.Done()
+		timer    = time.NewTimer(wait)
 	)
 	timer.Stop()
 	defer timer.Stop()
@@ -329,20 +335,26 @@ func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, co
 		}
 		cur = nil
 	}
+	// runStopping: Run's ctx (or the Conn's Shutdown) ended the
+	// subscription, rather than Pause or the kill switch.
+	runStopping := func() bool { return stopCtx.Err() != nil && consumeCtx.Err() != nil }
 	for {
+		// Read before the select: a batch counts as the last only if Run
+		// was stopping when it was offered, not when a worker took it.
+		last := runStopping()
 		in := jobs
 		if len(cur) >= size {
 			in = nil
 		}
 		var out chan<- []transport.Delivery
-		if len(cur) > 0 && (len(cur) >= size || due || ending) {
+		if len(cur) > 0 && (len(cur) >= size || due || ending && len(jobs) == 0) {
 			out = batches
 		}
 		select {
 		case j, ok := <-in:
 			if !ok { // the subscription has ended
 				if len(cur) > 0 {
-					if stopCtx.Err() != nil && consumeCtx.Err() == nil {
+					if stopCtx.Err() != nil && !runStopping() {
 						putBack()
 					} else {
 						batches <- cur
@@ -350,8 +362,8 @@ func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, co
 				}
 				return
 			}
-			if !j.take || stopCtx.Err() != nil {
-				_ = j.d.Nack(true) // prefetched after a stop, or past a probe's few
+			if !j.take || stopCtx.Err() != nil && (!runStopping() || lastSent) {
+				_ = j.d.Nack(true) // after a stop, or past a probe's few: back to the queue
 				continue
 			}
 			if cur == nil {
@@ -365,13 +377,14 @@ func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, co
 		case out <- cur:
 			cur = nil
 			timer.Stop()
+			lastSent = last
 		case <-timer.C:
 			due = true
 		case <-taking:
 			taking, ending = nil, true
 		case <-stopped:
 			stopped, ending = nil, true
-			if consumeCtx.Err() == nil {
+			if !runStopping() {
 				putBack() // Pause or the kill switch
 			}
 		}
