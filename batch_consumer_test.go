@@ -191,7 +191,7 @@ func TestBatchSizesNeverOverBatchSize(t *testing.T) {
 		cons, err := acemq.NewBatchConsumer(c, q, func(_ context.Context, batch []*acemq.Message[OrderPlaced]) []acemq.Ack {
 			log.add(batch)
 			return nil
-		}, acemq.BatchSize(40), acemq.Concurrency(2))
+		}, acemq.BatchSize(40), acemq.Concurrency(2), acemq.BatchWait(2*time.Second))
 		require.NoError(t, err)
 		sent := orders("o", 250)
 		sendAll(t, c, q, sent)
@@ -334,7 +334,7 @@ func TestBatchWrongLengthAndPanicRetryEveryMessage(t *testing.T) {
 						return tc.fail(len(batch))
 					}
 					return nil
-				}, acemq.BatchWait(300*time.Millisecond))
+				}, acemq.BatchWait(2*time.Second))
 				require.NoError(t, err)
 				sendAll(t, c, q, orders("w", 3))
 				run(t, cons)
@@ -530,7 +530,7 @@ func TestBatchWhenSettledAndMetrics(t *testing.T) {
 		}
 		acks[1] = acemq.Reject(errors.New("no"))
 		return acks
-	}, acemq.BatchWait(300*time.Millisecond))
+	}, acemq.BatchWait(2*time.Second))
 	require.NoError(t, err)
 	sendAll(t, c, q, orders("m", 3))
 	run(t, cons)
@@ -570,7 +570,7 @@ func TestBatchKillSwitchCountsEveryMessage(t *testing.T) {
 	cons, err := acemq.NewBatchConsumer(c, q, func(context.Context, []*acemq.Message[OrderPlaced]) []acemq.Ack {
 		calls.Add(1)
 		panic("the database is down")
-	}, acemq.BatchWait(300*time.Millisecond), acemq.KillSwitch(acemq.KillSwitchPolicy{MinFailures: 5, Threshold: 1, CoolDown: time.Hour}))
+	}, acemq.BatchWait(2*time.Second), acemq.KillSwitch(acemq.KillSwitchPolicy{MinFailures: 5, Threshold: 1, CoolDown: time.Hour}))
 	require.NoError(t, err)
 	sendAll(t, c, q, orders("k", 5))
 	run(t, cons)

@@ -35,7 +35,7 @@ func TestHandleBatchOpensASpanPerMessageLinkedToTheBatch(t *testing.T) {
 		}
 		return acks
 	})
-	cons, err := acemq.NewBatchConsumer(r.conn, q, h, acemq.BatchWait(300*time.Millisecond))
+	cons, err := acemq.NewBatchConsumer(r.conn, q, h, acemq.BatchWait(2*time.Second))
 	require.NoError(t, err)
 	pub := otel.NewPublisher[OrderPlaced](r.tracing, r.conn, "", q)
 	for _, r := range pub.SendAll(ctxT(t), []OrderPlaced{{OrderID: "a"}, {OrderID: "bad"}, {OrderID: "c"}}) {
@@ -105,7 +105,7 @@ func TestHandleBatchPanic(t *testing.T) {
 		}
 		return nil
 	})
-	cons, err := acemq.NewBatchConsumer(r.conn, q, h, acemq.BatchWait(300*time.Millisecond))
+	cons, err := acemq.NewBatchConsumer(r.conn, q, h, acemq.BatchWait(2*time.Second))
 	require.NoError(t, err)
 	pub := otel.NewPublisher[OrderPlaced](r.tracing, r.conn, "", q)
 	for _, r := range pub.SendAll(ctxT(t), []OrderPlaced{{OrderID: "a"}, {OrderID: "b"}}) {
