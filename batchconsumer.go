@@ -129,8 +129,9 @@ func batchChecked() ConsumerOption {
 // When Run stops, the batch being gathered (topped up, to BatchSize at
 // most, with the deliveries the transport had already handed over) goes to
 // the handler at once and settles before Run returns; deliveries
-// prefetched beyond it go back to the queue. Pause and the kill switch put the batch being gathered
-// back to the queue, unhandled, and let the batches in the handler settle.
+// prefetched beyond it go back to the queue. Pause and the kill switch put
+// the batch being gathered back to the queue, unhandled, and let the
+// batches in the handler settle.
 func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...ConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:
