@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/acemq/acemq"
 )
@@ -132,6 +133,51 @@ func BenchmarkConsume(b *testing.B) {
 				}
 				return acemq.Done()
 			}, acemq.Prefetch(500))
+			if err != nil {
+				b.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			runErr := make(chan error, 1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			go func() { runErr <- cons.Run(runCtx) }()
+			<-done
+			b.StopTimer()
+			stop()
+			if err := <-runErr; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkBatchConsume is BenchmarkConsume through a batch consumer with
+// the default BatchSize (100) and a handler that does nothing; ns/op is per
+// message, for comparison with BenchmarkConsume's.
+func BenchmarkBatchConsume(b *testing.B) {
+	for _, n := range []int{0, 3} {
+		b.Run(fmt.Sprintf("interceptors=%d", n), func(b *testing.B) {
+			c, q := benchConn(b, n)
+			ctx := context.Background()
+			pub := acemq.NewPublisher[benchPayload](c, "", q)
+			batch := make([]benchPayload, b.N)
+			for i := range batch {
+				batch[i] = newBenchPayload()
+			}
+			for _, r := range pub.SendAll(ctx, batch) {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+			done := make(chan struct{})
+			var handled int
+			cons, err := acemq.NewBatchConsumer(c, q, func(_ context.Context, ms []*acemq.Message[benchPayload]) []acemq.Ack {
+				handled += len(ms)
+				if handled == b.N {
+					close(done)
+				}
+				return nil
+			}, acemq.BatchWait(time.Millisecond))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -52,8 +52,15 @@ func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOpt
 	if err != nil {
 		return nil, err
 	}
+	takeTypes[T](e, &typedRoute[T]{handler: h, name: typeName[T]()})
+	return &Consumer[T]{e: e}, nil
+}
+
+// takeTypes makes r the route of every type a consumer of T takes: T's
+// name, the names AcceptTypes gave, and messages with no type (any type,
+// for a Consumer[Raw]).
+func takeTypes[T any](e *engine, r route) {
 	name := typeName[T]()
-	r := &typedRoute[T]{handler: h, name: name}
 	e.routes = map[string]route{name: r}
 	takes := []string{fmt.Sprintf("%q", name)}
 	for _, n := range e.cfg.accept {
@@ -65,7 +72,6 @@ func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOpt
 	e.fallback, e.takes = r, strings.Join(takes, " or ")
 	var zero T
 	_, e.takesAll = any(zero).(Raw)
-	return &Consumer[T]{e: e}, nil
 }
 
 // Queue is the name of the queue the consumer takes from.
@@ -137,9 +143,18 @@ func incoming(ctx context.Context) *Envelope {
 // Callbacks run last-registered first, before the Conn's OnSettled hooks.
 // Outside a delivery it does nothing. When the engine could not move a
 // message (the broker was away) the delivery goes back to its queue and
-// callbacks see an empty Outcome with the reason.
+// callbacks see an empty Outcome with the reason. Given the ctx of a
+// BatchHandler, fn runs once for every message of the batch, as each
+// settles.
 func WhenSettled(ctx context.Context, fn func(context.Context, Settlement)) {
-	d, ok := ctx.Value(deliveryKey{}).(*delivery)
+	v := ctx.Value(deliveryKey{})
+	if b, ok := v.(*batchContext); ok {
+		for _, m := range b.members {
+			WhenSettled(m, fn)
+		}
+		return
+	}
+	d, ok := v.(*delivery)
 	if !ok || fn == nil {
 		return
 	}

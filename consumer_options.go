@@ -25,6 +25,7 @@ type consumerConfig struct {
 	accept      []string
 	killSwitch  *KillSwitchPolicy
 	order       *OrderPolicy
+	batch       *batchConfig // NewBatchConsumer's; nil for the others
 	errs        []error
 }
 

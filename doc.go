@@ -40,7 +40,9 @@
 // type ([NewRouter], [Route]), with everything else a Consumer's.
 // [NewConsumer] declares the queue and its ladder before it returns, so a
 // publish right after it is routable; [DeclareContext] bounds that I/O by
-// the caller's ctx.
+// the caller's ctx. [NewBatchConsumer] hands a [BatchHandler] up to
+// [BatchSize] messages at once (a database written in one statement), while
+// each message still passes the interceptors and settles on its own.
 //
 // # The retry ladder
 //
@@ -93,7 +95,7 @@
 //
 // The engine records, through the OpenTelemetry metric API,
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
-// acemq.consume.duration, acemq.messages.dead.lettered.total and
-// acemq.consumer.paused, from the MeterProvider [WithMeterProvider] gives.
+// acemq.consume.duration, acemq.messages.dead.lettered.total,
+// acemq.consumer.paused and acemq.consume.batch.size, from the MeterProvider [WithMeterProvider] gives.
 // Tracing is a wrapper in package acemq/otel.
 package acemq

@@ -41,6 +41,8 @@ type engine struct {
 	fallback route
 	takesAll bool
 	takes    string // the consumer's type names, quoted: "OrderPlaced"
+
+	batch batchServer // a batch consumer's handler; nil for the others
 }
 
 // route is the typed part of a delivery: decode the body into its T, run
@@ -315,6 +317,11 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 	}
 	jobs := make(chan job, prefetch)
 	var wg sync.WaitGroup
+	if e.batch != nil {
+		// A batch consumer's workers take batches, gathered from jobs.
+		e.startBatches(&wg, jobs, workers, consumeCtx, stopCtx, takeCtx, handlerCtx)
+		workers = 0
+	}
 	for range workers {
 		wg.Go(func() {
 			for j := range jobs {
@@ -363,6 +370,18 @@ func (e *engine) pick(typ string) (route, string) {
 
 // process takes one delivery from parse to settlement.
 func (e *engine) process(ctx context.Context, d transport.Delivery) {
+	ctx, ds, r := e.prepare(ctx, d)
+	if r == nil {
+		return
+	}
+	v, seconds := r.serve(ctx, e, d, ds.env)
+	e.settle(ctx, d, ds, v, seconds)
+}
+
+// prepare takes a delivery through all that comes before its handler: the
+// envelope, the consume interceptors, the checks and the choice of route.
+// A delivery that goes no further is settled here, and the route is nil.
+func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Context, *delivery, route) {
 	env, perr := parseEnvelope(&d.Message)
 	ds := &delivery{Context: ctx, env: env}
 	ctx = ds
@@ -380,22 +399,21 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 		}
 		if reason != "" {
 			e.settle(ctx, d, ds, verdict{outcome: OutcomeDeadLettered, reason: reason}, -1)
-			return
+			return ctx, ds, nil
 		}
 	}
 	if perr != nil {
 		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}, -1)
-		return
+		return ctx, ds, nil
 	}
 	if len(d.Body) > e.cfg.maxBody {
 		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}, -1)
-		return
+		return ctx, ds, nil
 	}
 	r, reason := e.pick(env.Type)
 	if r == nil {
 		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
-		return
+		return ctx, ds, nil
 	}
-	v, seconds := r.serve(ctx, e, d, env)
-	e.settle(ctx, d, ds, v, seconds)
+	return ctx, ds, r
 }

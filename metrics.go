@@ -90,8 +90,8 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	return &in, nil
 }
 
-// attributes returns the options for a destination and outcome, built once
-// and reused so recording allocates nothing.
+// attributes returns the options for a destination and outcome (none when
+// outcome is empty), built once and reused so recording allocates nothing.
 func (in *instruments) attributes(destination, outcome string) *attrOpts {
 	in.mu.RLock()
 	opts, ok := in.attrs[destination][outcome]
@@ -99,8 +99,11 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 	if ok {
 		return opts
 	}
-	set := metric.WithAttributeSet(attribute.NewSet(attrSystem.String("rabbitmq"),
-		attrDestination.String(destination), attrOutcome.String(outcome)))
+	kv := []attribute.KeyValue{attrSystem.String("rabbitmq"), attrDestination.String(destination)}
+	if outcome != "" { // the batch size has no outcome
+		kv = append(kv, attrOutcome.String(outcome))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(kv...))
 	opts = &attrOpts{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
 	in.mu.Lock()
 	defer in.mu.Unlock()

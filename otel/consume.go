@@ -25,25 +25,31 @@ func Handle[T any](t *Tracing, queue string, h acemq.Handler[T]) acemq.Handler[T
 	}
 	name := "process " + queue
 	return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
-		env := m.Envelope
-		ctx, span := t.tracer.Start(t.extract(ctx, env), name,
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				systemRabbitMQ,
-				keyOperationType.String("process"),
-				keyOperationName.String("process"),
-				keyDestination.String(queue),
-			))
-		if env != nil && span.IsRecording() {
-			span.SetAttributes(keyMessageID.String(env.ID), keyAttempt.Int(env.Attempt))
-			if env.CorrelationID != "" {
-				span.SetAttributes(keyConversationID.String(env.CorrelationID))
-			}
-		}
+		ctx, span := t.startProcess(t.extract(ctx, m.Envelope), name, queue, m.Envelope)
 		// The engine runs each delivery's callbacks once.
 		acemq.WhenSettled(ctx, func(_ context.Context, s acemq.Settlement) { finish(span, s) })
 		return h(ctx, m)
 	}
+}
+
+// startProcess opens the consumer span of one message, named name, as a
+// child of what ctx carries.
+func (t *Tracing) startProcess(ctx context.Context, name, queue string, env *acemq.Envelope, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, name, append(opts,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			systemRabbitMQ,
+			keyOperationType.String("process"),
+			keyOperationName.String("process"),
+			keyDestination.String(queue),
+		))...)
+	if env != nil && span.IsRecording() {
+		span.SetAttributes(keyMessageID.String(env.ID), keyAttempt.Int(env.Attempt))
+		if env.CorrelationID != "" {
+			span.SetAttributes(keyConversationID.String(env.CorrelationID))
+		}
+	}
+	return ctx, span
 }
 
 // Middleware is Handle as an acemq.Middleware, for patterns.Chain. Put it

@@ -30,6 +30,11 @@
 // refuses has no consumer span, though its settlement is still reported to
 // OnSettled.
 //
+// A batch consumer's handler is wrapped with [HandleBatch]: the handler runs
+// in a batch span, "process <queue> batch", linked to every message's
+// producer span, and each message gets the span Handle would give it,
+// linked to the batch span and ended at its own settlement.
+//
 // # Attributes
 //
 // Spans use the OpenTelemetry messaging conventions: messaging.system

@@ -18,6 +18,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -65,6 +66,7 @@ type env struct {
 	body     []byte
 	meter    *meter
 	admin    *amqp.Connection
+	db       *sql.DB // for the scenarios that write to PostgreSQL
 }
 
 // scenarioFunc runs one scenario once on the fresh queue q.
@@ -76,6 +78,7 @@ type scenario struct {
 	run      scenarioFunc
 	latency  bool // measures latency at a steady rate; -latency-n messages
 	consume  bool // consumes preloaded messages; -consume-n of them
+	db       bool // consumes preloaded messages into PostgreSQL; -db-n of them
 	small    bool // one confirm at a time, slow: -n/10 messages
 	results  []measurement
 }
@@ -97,6 +100,9 @@ func scenarios(latencyRate int) []*scenario {
 		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
 		{name: "acemq consumer 8", run: acemqConsume(8, 0), consume: true},
 		{name: "acemq ordered P16 x 8, 1000 keys", baseline: "acemq consumer 8", run: acemqOrdered(16, 8, 1000), consume: true},
+		{name: "acemq batch consumer 8 x 100, no-op", baseline: "acemq consumer 8 x prefetch 500", run: acemqBatchNoop(8), consume: true},
+		{name: "acemq consumer 8, a row each (PostgreSQL)", run: acemqRowEach(8), db: true},
+		{name: "acemq batch consumer 8 x 100, a statement each (PostgreSQL)", baseline: "acemq consumer 8, a row each (PostgreSQL)", run: acemqBatchStatement(8), db: true},
 		{name: "raw latency " + lat, run: rawLatency(latencyRate), latency: true},
 		{name: "acemq latency " + lat, baseline: "raw latency " + lat, run: acemqLatency(latencyRate), latency: true},
 	}
@@ -107,6 +113,8 @@ func main() {
 		url        = flag.String("url", "", "the broker (default $ACEMQ_RABBITMQ_URL, else the local guest account)")
 		n          = flag.Int("n", 20000, "messages per publishing scenario run (a tenth for the one-at-a-time ones)")
 		consumeN   = flag.Int("consume-n", 100000, "messages per consumer scenario run")
+		dbN        = flag.Int("db-n", 20000, "messages per run of the scenarios that write to PostgreSQL")
+		pgURL      = flag.String("pg", "", "the PostgreSQL database (default $ACEMQ_POSTGRES_URL, else the local one acemqtest uses)")
 		runs       = flag.Int("runs", 5, "runs of each scenario")
 		latencyN   = flag.Int("latency-n", 5000, "messages per latency run")
 		rate       = flag.Int("rate", 1000, "messages per second in the latency scenario")
@@ -116,6 +124,9 @@ func main() {
 	flag.Parse()
 	if *url == "" { // read after parsing, so -h never prints a password
 		*url = envOr("ACEMQ_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+	}
+	if *pgURL == "" {
+		*pgURL = envOr("ACEMQ_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	}
 	log.SetFlags(0)
 
@@ -149,13 +160,26 @@ func main() {
 			chosen = append(chosen, s)
 		}
 	}
-	fmt.Printf("benchcmp: %d-byte JSON persistent messages; %d per publishing run (%d one at a time), %d per consumer run, %d at %d msg/s for latency; %d runs; GOMAXPROCS %d; broker pid %d\n",
-		len(e.body), *n, max(1, *n/10), *consumeN, *latencyN, *rate, *runs, runtime.GOMAXPROCS(0), e.meter.brokerPID)
+	if slices.ContainsFunc(chosen, func(s *scenario) bool { return s.db }) {
+		db, err := openDB(*pgURL)
+		if err != nil {
+			// The broker comparison goes on without them.
+			fmt.Fprintf(os.Stderr, "benchcmp: no PostgreSQL (%v); the scenarios that write to it are left out\n", err)
+			chosen = slices.DeleteFunc(chosen, func(s *scenario) bool { return s.db })
+		} else {
+			defer db.Close()
+			e.db = db
+		}
+	}
+	fmt.Printf("benchcmp: %d-byte JSON persistent messages; %d per publishing run (%d one at a time), %d per consumer run, %d per PostgreSQL run, %d at %d msg/s for latency; %d runs; GOMAXPROCS %d; broker pid %d\n",
+		len(e.body), *n, max(1, *n/10), *consumeN, *dbN, *latencyN, *rate, *runs, runtime.GOMAXPROCS(0), e.meter.brokerPID)
 	for r := range *runs {
 		for _, s := range chosen {
 			switch {
 			case s.consume:
 				e.n = *consumeN
+			case s.db:
+				e.n = *dbN
 			case s.small:
 				e.n = max(1, *n/10)
 			default:
