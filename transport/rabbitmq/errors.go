@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq/internal/errtext"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -73,3 +74,10 @@ func names(err error, name string) bool {
 func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
+
+// describe and clip name a topology item and shorten an overlong name for
+// an error; internal/wire holds them for both transports.
+var (
+	describe = wire.Describe
+	clip     = wire.Clip
+)

@@ -68,8 +68,11 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 }
 
 func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
+	if err := wire.CheckMessage(m); err != nil {
+		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", clip(m.Exchange), clip(m.RoutingKey), err)
+	}
 	headers, err := wire.ToTable(m.Headers)
-	if err != nil {
+	if err != nil { // CheckMessage refused these already
 		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
 	}
 	return &pubReq{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,4 +241,47 @@ func TestPublishWaitsForTheConnection(t *testing.T) {
 		t.Fatalf("Get = %q, %v, %v; want the patient message", d.MessageID, ok, err)
 	}
 	_ = d.Ack()
+}
+
+// TestHeaderValuesAtTheEdges: the values wire's rules let through at their
+// edges (years 0 and 9999, a time before 1970, the largest floats) are
+// taken by the broker and read back; the ones refused are refused before
+// the broker sees them, and the connection stays up.
+func TestHeaderValuesAtTheEdges(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	q := queue(t, tr, "edges", nil)
+	sent := map[string]any{
+		"year0":    time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		"year9999": time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+		"before":   time.Date(1960, 6, 1, 12, 0, 0, 0, time.UTC),
+		"max64":    math.MaxFloat64,
+		"max32":    float32(math.MaxFloat32),
+		"tiny":     math.SmallestNonzeroFloat64,
+	}
+	if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: q, MessageID: "edges", Headers: sent}); err != nil {
+		t.Fatalf("Publish at the edges: %v", err)
+	}
+	for _, bad := range []any{math.NaN(), math.Inf(-1), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: q, Headers: map[string]any{"bad": bad}}); err == nil {
+			t.Errorf("Publish with header %v = nil; want it refused", bad)
+		}
+	}
+	d := consume(t, tr, q, 1).next(t)
+	for k, want := range sent {
+		got := d.Headers[k]
+		if wt, ok := want.(time.Time); ok {
+			if gt, ok := got.(time.Time); !ok || !gt.Equal(wt) {
+				t.Errorf("header %s came back as %v; want %v", k, got, want)
+			}
+			continue
+		}
+		if got != want {
+			t.Errorf("header %s came back as %v (%T); want %v", k, got, got, want)
+		}
+	}
+	_ = d.Ack()
+	if err := tr.Health(ctxT(t)); err != nil {
+		t.Errorf("Health: %v", err)
+	}
 }
