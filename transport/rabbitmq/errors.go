@@ -47,6 +47,26 @@ func isSoftError(err error) bool {
 	return false
 }
 
+// refusedWhatWasSent reports a connection the broker closed because of
+// something the client sent: a frame it could not parse or did not expect,
+// or an internal error (RabbitMQ 3.10's answer to a float it cannot read).
+func refusedWhatWasSent(err error) bool {
+	switch amqpCode(err) {
+	case amqp.FrameError, amqp.SyntaxError, amqp.CommandInvalid, amqp.UnexpectedFrame, amqp.InternalError:
+		return true
+	}
+	return false
+}
+
+// closedWhat names what a broker error closed: "connection" for a hard
+// error, "channel" for a soft one.
+func closedWhat(err error) string {
+	if isSoftError(err) {
+		return "channel"
+	}
+	return "connection"
+}
+
 // classify wraps a broker error met while doing op on name: a 404 with
 // transport.ErrNotFound, a 406 with transport.ErrTopologyConflict. Both the
 // sentinel and the *amqp.Error stay reachable through errors.Is/As.

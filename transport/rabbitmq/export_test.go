@@ -1,6 +1,14 @@
 package rabbitmq
 
-import "github.com/acemq/acemq/internal/wire"
+import (
+	"context"
+	"math"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/internal/wire"
+	"github.com/acemq/acemq/transport"
+)
 
 // The table conversions, for the fuzz target in package rabbitmq_test
 // (which imports acemq, and so cannot live in this package).
@@ -8,3 +16,15 @@ var (
 	FromTable = wire.FromTable
 	ToTable   = wire.ToTable
 )
+
+// PublishBatchPoisoned is PublishBatch with the message at index poison
+// carrying a header the broker cannot parse (a NaN float, which RabbitMQ
+// 3.10 answers by closing the connection), past the checks that refuse
+// one: what a bug in those checks would let through.
+func (t *Transport) PublishBatchPoisoned(ctx context.Context, ms []transport.Message, poison int) []error {
+	return t.publishBatch(ctx, ms, func(i int, r *pubReq) {
+		if i == poison {
+			r.msg.Headers = amqp.Table{"unparseable": math.NaN()}
+		}
+	})
+}

@@ -335,6 +335,7 @@ func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
 // forgetExchange drops a deleted exchange and the bindings from or to it
 // from the remembered topology.
 func (t *Transport) forgetExchange(exchange string) {
+	t.exchanges.forget(exchange)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kept := t.topo[:0]
