@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/acemq/acemq/internal/wire"
@@ -147,6 +148,8 @@ type Transport struct {
 	gets getChannel // the channel Get takes messages on
 
 	exchanges exchangeCheck // the exchanges known to exist
+
+	pub atomic.Pointer[pubChannel] // a live publishing channel, or nil
 
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context

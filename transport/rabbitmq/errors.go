@@ -51,7 +51,12 @@ func isSoftError(err error) bool {
 // something the client sent: a frame it could not parse or did not expect,
 // or an internal error (RabbitMQ 3.10's answer to a float it cannot read).
 func refusedWhatWasSent(err error) bool {
-	switch amqpCode(err) {
+	var e *amqp.Error
+	if !errors.As(err, &e) || !e.Server {
+		// amqp091 reports its own socket errors as 501 FRAME_ERROR too.
+		return false
+	}
+	switch e.Code {
 	case amqp.FrameError, amqp.SyntaxError, amqp.CommandInvalid, amqp.UnexpectedFrame, amqp.InternalError:
 		return true
 	}

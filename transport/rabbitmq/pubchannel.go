@@ -23,13 +23,18 @@ type pubChannel struct {
 	ch  *amqp.Channel
 	src chan *pubReq // where requests come from, and go back to on loss
 
+	// wmu is held by whoever writes on the channel: the writer goroutine,
+	// or a caller writing its own request (Transport.direct). It orders the
+	// delivery tags (next) with the writes.
+	wmu sync.Mutex
+
 	mu       sync.Mutex
 	inflight map[uint64]*pubReq // written, not yet confirmed, by delivery tag
 	idle     chan struct{}      // closed when inflight empties; nil unless awaited
 	acked    bool               // the broker has acked a publish on the channel
 	dead     bool
 	died     chan struct{} // closed by the listener once the channel is gone
-	next     uint64        // the last delivery tag used; the writer's alone
+	next     uint64        // the last delivery tag used; under wmu
 
 	// recycle is closed at the channel's first nack: the writer stops
 	// taking requests, lets the confirms in flight arrive, and closes the
@@ -90,7 +95,9 @@ func (t *Transport) keepPublisher() {
 			t.log.Warn("acemq: rabbitmq publishing channel did not open", "err", t.scrub(err))
 			failures++
 		} else {
+			t.pub.Store(pc)
 			pc.run()
+			t.pub.CompareAndSwap(pc, nil)
 			if pc.progressed() {
 				failures = 0
 			} else {
@@ -173,13 +180,39 @@ func (pc *pubChannel) run() {
 				pc.retire()
 				return
 			}
-			if !pc.write(r) {
+			pc.wmu.Lock()
+			ok := pc.write(r)
+			pc.wmu.Unlock()
+			if !ok {
 				_ = pc.ch.Close()
 				<-pc.died
 				return
 			}
 		}
 	}
+}
+
+// direct writes req on the live publishing channel from the caller's
+// goroutine, one hand-off fewer than through the writer, when that costs
+// nobody a wait: nothing is queued ahead of req, no writer is writing, the
+// channel takes requests and the broker does not block publishing. Under
+// load the channel is busy, requests queue up, and the writer drains them
+// back to back as before. It reports false when req must be queued
+// instead; true means req is the transport's (written, or given back to
+// the queue by write when the channel failed under it).
+func (t *Transport) direct(req *pubReq) bool {
+	pc := t.pub.Load()
+	if pc == nil || len(t.reqs) > 0 || req.strikes > 0 || !pc.wmu.TryLock() {
+		return false
+	}
+	defer pc.wmu.Unlock()
+	if pc.retiring() || pc.s.blockedWait() != nil {
+		return false
+	}
+	if !pc.write(req) {
+		_ = pc.ch.Close() // the writer sees it die and returns
+	}
+	return true
 }
 
 // retiring reports whether the channel has nacked and takes no more.
@@ -363,9 +396,9 @@ func (pc *pubChannel) markReturned(ret amqp.Return) {
 		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
 }
 
-// maxStrikes is how many closures in a row a publish may be in flight at,
-// when the broker gave a reason that names nothing (see die), before it
-// fails with that reason rather than being sent again.
+// maxStrikes is how many closures a publish may be in flight at, when the
+// broker gave a reason that names nothing (see die), before it fails with
+// that reason rather than being sent again.
 const maxStrikes = 2
 
 // die marks the channel gone and settles what was in flight on it:
@@ -382,7 +415,8 @@ const maxStrikes = 2
 //     a row fails with the broker's reason instead of being sent a third
 //     time. Sent alone, the second time it is the only one that can have
 //     caused the closure; the innocent are confirmed.
-//   - After any other loss (the connection dropped) they are sent again.
+//   - After any other loss (the connection dropped) they are sent again,
+//     a suspect still alone.
 func (pc *pubChannel) die(cause error) {
 	pc.mu.Lock()
 	pc.dead = true
@@ -426,15 +460,16 @@ func (pc *pubChannel) die(cause error) {
 			"err", t.scrub(cause), "inflight", len(reqs))
 		for _, r := range reqs {
 			if r.strikes++; r.strikes >= maxStrikes {
-				t.complete(r, errorf("rabbitmq %s: the broker closed the %s %d times in a row with this message in flight, the last time alone: %w",
+				t.complete(r, errorf("rabbitmq %s: the broker closed the %s %d times with this message in flight, the last time with it alone: %w",
 					r.what(), closedWhat(cause), r.strikes, t.scrub(cause)))
 				continue
 			}
 			t.requeue(pc.src, r, cause)
 		}
 	default:
+		// A strike stays: a socket error may beat the broker's own reason
+		// to the client, and the suspect must still go alone.
 		for _, r := range reqs {
-			r.strikes = 0
 			t.requeue(pc.src, r, cause)
 		}
 	}

@@ -32,9 +32,9 @@ type pubReq struct {
 	// nacks counts the broker's nacks of it: it is sent again, each time
 	// on another channel, until maxNacks.
 	nacks int
-	// strikes counts the closures in a row it was in flight at that the
-	// broker gave a reason for naming nothing (see pubChannel.die); above
-	// zero it is written alone, and at maxStrikes it fails.
+	// strikes counts the closures it was in flight at that the broker gave
+	// a reason for naming nothing (see pubChannel.die); above zero it is
+	// written alone, and at maxStrikes it fails.
 	strikes int
 }
 
@@ -67,7 +67,7 @@ func (r *pubReq) mandatory() bool {
 // transport.ErrNacked. A publish the broker answers by closing the channel
 // or the connection for no reason it names (a frame it cannot parse, say)
 // is sent again alone, and fails with that reason once it was in flight at
-// two such closures in a row.
+// two such closures.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if t.isClosed() {
 		return errClosed("publish")
@@ -189,6 +189,9 @@ func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error
 func (t *Transport) enqueue(ctx context.Context, q chan *pubReq, req *pubReq) error {
 	if err := t.acquire(ctx, req); err != nil {
 		return err
+	}
+	if q == t.reqs && t.direct(req) {
+		return nil
 	}
 	// Every queued or in-flight request holds a token and q holds as many
 	// as the window, so this never blocks; the default is a safety net.
