@@ -92,7 +92,9 @@ func scenarios(latencyRate int) []*scenario {
 		{name: "acemq Send loop", baseline: "raw confirm each (window 1)", run: acemqSend(1), small: true},
 		{name: "acemq SendAll", baseline: "raw pipelined (window 1024)", run: acemqSendAll},
 		{name: "acemq Send 8 goroutines", baseline: "raw 8 goroutines, shared channel", run: acemqSend(8)},
-		{name: "acemq Send 64 goroutines", baseline: "raw pipelined (window 1024)", run: acemqSend(64)},
+		{name: "acemq Send 64 goroutines", baseline: "raw 64 goroutines, shared channel", run: acemqSend(64)},
+		{name: "acemq Send 8 goroutines, 2 channels", baseline: "acemq Send 8 goroutines", run: acemqSendOn(8, 2)},
+		{name: "acemq Send 64 goroutines, 2 channels", baseline: "acemq Send 64 goroutines", run: acemqSendOn(64, 2)},
 		{name: "raw consumer prefetch 500", run: rawConsume(500), consume: true},
 		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
 		{name: "raw latency " + lat, run: rawLatency(latencyRate), latency: true},
@@ -164,7 +166,7 @@ func main() {
 				log.Fatalf("benchcmp: %s, run %d: %v", s.name, r+1, err)
 			}
 			s.results = append(s.results, m)
-			fmt.Fprintf(os.Stderr, "  run %d  %-34s %8.0f msg/s  client %5.1f µs/msg  broker %5.1f µs/msg%s\n",
+			fmt.Fprintf(os.Stderr, "  run %d  %-38s %8.0f msg/s  client %5.1f µs/msg  broker %5.1f µs/msg%s\n",
 				r+1, s.name, m.rate(), m.clientUS, m.brokerUS, latencyNote(s, m))
 		}
 	}

@@ -176,9 +176,12 @@ func (t *Transport) publishBatch(ctx context.Context, ms []transport.Message, ed
 	return errs
 }
 
-// send takes a window token, queues req on q and waits for its outcome.
+// send takes a window token, writes req itself when the publishing
+// channel is idle (see direct) or else queues it on q, and waits for its
+// outcome. PublishBatch always queues: its writer frames one message while
+// the batch's goroutine prepares the next.
 func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error {
-	if err := t.enqueue(ctx, q, req); err != nil {
+	if err := t.enqueueOrWrite(ctx, q, req, q == t.reqs); err != nil {
 		return err
 	}
 	return t.await(ctx, req)
@@ -187,10 +190,16 @@ func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error
 // enqueue takes a window token for req, waiting up to ctx, and queues it
 // on q for the writers.
 func (t *Transport) enqueue(ctx context.Context, q chan *pubReq, req *pubReq) error {
+	return t.enqueueOrWrite(ctx, q, req, false)
+}
+
+// enqueueOrWrite is enqueue, but with write set it first tries to write
+// req from the caller's goroutine (see direct).
+func (t *Transport) enqueueOrWrite(ctx context.Context, q chan *pubReq, req *pubReq, write bool) error {
 	if err := t.acquire(ctx, req); err != nil {
 		return err
 	}
-	if q == t.reqs && t.direct(req) {
+	if write && t.direct(req) {
 		return nil
 	}
 	// Every queued or in-flight request holds a token and q holds as many
