@@ -411,10 +411,10 @@ const maxStrikes = 2
 //     because of what it was sent (a frame it could not parse: RabbitMQ
 //     3.10 answers a NaN float in a header table with 541 INTERNAL_ERROR),
 //     every publish in flight is a suspect: it is sent again alone (nothing
-//     else in flight beside it), and one in flight at two such closures in
-//     a row fails with the broker's reason instead of being sent a third
-//     time. Sent alone, the second time it is the only one that can have
-//     caused the closure; the innocent are confirmed.
+//     else in flight beside it), and one in flight at two such closures
+//     fails with the broker's reason instead of being sent a third time.
+//     Sent alone, the second time it is the only one that can have caused
+//     the closure; the innocent are confirmed.
 //   - After any other loss (the connection dropped) they are sent again,
 //     a suspect still alone.
 func (pc *pubChannel) die(cause error) {
