@@ -1,6 +1,7 @@
 package transporttest
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -44,6 +45,11 @@ func testDeclareOverLimits(e *env) {
 	q := e.queue("q", nil)
 	long := strings.Repeat("n", 300)
 	ex := e.exchange("x", "direct")
+	e.t.Cleanup(func() {
+		if err := e.admin.DeleteExchange(context.Background(), ex); err != nil {
+			e.t.Errorf("DeleteExchange(%q): %v", ex, err)
+		}
+	})
 
 	argQ := e.name("args")
 	err := tr.Declare(e.ctx(), transport.Queue{Name: argQ, Args: map[string]any{"x-message-ttl": int64(1000), long: "v"}})
