@@ -77,8 +77,16 @@ func acemqSendOn(g, channels int) scenarioFunc {
 }
 
 // acemqSendAll publishes the n messages with one SendAll.
-func acemqSendAll(e *env, q string) (measurement, error) {
-	c, err := e.connect()
+func acemqSendAll(e *env, q string) (measurement, error) { return acemqSendAllOn(0)(e, q) }
+
+// acemqSendAllOn is acemqSendAll with the given number of publishing
+// channels (0: the default).
+func acemqSendAllOn(channels int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) { return e.sendAll(q, channels) }
+}
+
+func (e *env) sendAll(q string, channels int) (measurement, error) {
+	c, err := e.connectChannels(channels)
 	if err != nil {
 		return measurement{}, err
 	}
