@@ -35,9 +35,9 @@ type exchangeProbe struct {
 // forget drops exchange from the known ones: the broker said it is gone.
 func (c *exchangeCheck) forget(exchange string) { c.known.Delete(exchange) }
 
-// exists returns nil once exchange is known to exist, checking it when it
-// is not yet known, or an error wrapping transport.ErrNotFound, naming it,
-// when it does not exist; ctx bounds the wait.
+// exchangeExists returns nil once exchange is known to exist, checking it
+// when it is not yet known, or an error wrapping transport.ErrNotFound,
+// naming it, when it does not exist; ctx bounds the wait.
 func (t *Transport) exchangeExists(ctx context.Context, exchange string) error {
 	c := &t.exchanges
 	if exchange == "" {
