@@ -13,12 +13,10 @@ import (
 // a table key, an exchange name and a routing key are AMQP short strings
 // (at most 255 bytes); amqp091-go fails to frame a longer one, and a
 // publish that can never be framed would otherwise be tried again and
-// again. The checks run at Send (after the interceptors), at Prepare and at
+// again. The rules live in internal/wire, which both transports run too.
+// The checks run at Send (after the interceptors), at Prepare and at
 // PublishRaw, so an envelope an interceptor left unrenderable fails that
 // payload with the reason, and nothing is parked later at a consumer.
-
-// maxShortString is the longest AMQP short string, in bytes.
-const maxShortString = wire.MaxShortString
 
 // checkMessage reports the first reason m cannot travel: an envelope that
 // cannot be rendered, a destination or content type too long for AMQP, or
@@ -30,8 +28,8 @@ func checkMessage(m *RawMessage) error {
 	for _, f := range [...]struct{ name, value string }{
 		{"exchange", m.Exchange}, {"routing key", m.RoutingKey}, {"content type", m.ContentType},
 	} {
-		if len(f.value) > maxShortString {
-			return fmt.Errorf("acemq: the %s is %d bytes, more than the %d AMQP allows", f.name, len(f.value), maxShortString)
+		if err := wire.CheckShortString(f.name, f.value); err != nil {
+			return fmt.Errorf("acemq: %w", err)
 		}
 	}
 	return checkHeaders(m.Envelope.Headers)
@@ -68,15 +66,15 @@ func checkEnvelope(e *Envelope) error {
 // checkProperties reports an envelope field too long for the AMQP property
 // it travels in, or, for the ordering key, for the 255 bytes a key may have.
 func checkProperties(e *Envelope) error {
-	if len(e.Key) > maxShortString {
-		return fmt.Errorf("acemq: the envelope's Key is %d bytes, more than the %d a key may have", len(e.Key), maxShortString)
+	if len(e.Key) > wire.MaxShortString {
+		return fmt.Errorf("acemq: the envelope's Key is %d bytes, more than the %d a key may have", len(e.Key), wire.MaxShortString)
 	}
 	for _, f := range [...]struct{ name, value string }{
 		{"ID", e.ID}, {"Type", e.Type}, {"CorrelationID", e.CorrelationID},
 		{"Origin", e.Origin}, {"ReplyTo", e.ReplyTo},
 	} {
-		if len(f.value) > maxShortString {
-			return fmt.Errorf("acemq: the envelope's %s is %d bytes, more than the %d an AMQP property holds", f.name, len(f.value), maxShortString)
+		if err := wire.CheckShortString("envelope's "+f.name, f.value); err != nil {
+			return fmt.Errorf("acemq: %w", err)
 		}
 	}
 	return nil

@@ -28,7 +28,7 @@ func TestUnrenderableEnvelopesFailAtSend(t *testing.T) {
 		{"an empty ID", func(c *acemq.PublishContext) { c.Envelope.ID = "" }, "the envelope has an empty ID"},
 		{"a new envelope without an ID", func(c *acemq.PublishContext) { c.Envelope = &acemq.Envelope{} }, "the envelope has an empty ID"},
 		{"a type too long for its property", func(c *acemq.PublishContext) { c.Envelope.Type = strings.Repeat("T", 256) },
-			"the envelope's Type is 256 bytes, more than the 255 an AMQP property holds"},
+			"the envelope's Type is 256 bytes, more than the 255 AMQP allows"},
 		{"a value AMQP cannot carry", func(c *acemq.PublishContext) { c.SetHeader("x-when", struct{}{}) },
 			`header "x-when": a struct {} cannot travel in an AMQP table`},
 		{"a routing key too long", func(c *acemq.PublishContext) { c.RoutingKey = strings.Repeat("k", 300) },

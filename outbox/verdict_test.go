@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"database/sql"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,17 @@ func TestEveryPathGivesAHeaderTheSameVerdict(t *testing.T) {
 		{name: "34 levels deep", value: deep},
 		{name: "a name of 256 bytes", key: long, value: "v"},
 		{name: "a field name of 256 bytes", value: map[string]any{long: "v"}},
+		// RabbitMQ cannot parse these and closes the connection.
+		{name: "NaN", value: math.NaN()},
+		{name: "float32 -Inf", value: float32(math.Inf(-1))},
+		{name: "+Inf in a table", value: map[string]any{"f": math.Inf(1)}},
+		// The outbox stores times as RFC 3339 text: years 0 to 9999.
+		{name: "year 0", value: time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), ok: true},
+		{name: "before 1970", value: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), ok: true},
+		{name: "the last second of 9999", value: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), ok: true},
+		{name: "year 10000", value: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{name: "year -1", value: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{name: "year 10000 in an array", value: []any{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	}
 	brokers := []struct {
 		name string

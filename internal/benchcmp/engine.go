@@ -11,21 +11,41 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/transport/rabbitmq"
 )
 
 // The acemq side: the engine over the RabbitMQ transport, with its
 // defaults (JSON codec, no interceptors, the global meter provider).
 
 func (e *env) connect() (*acemq.Conn, error) {
+	return e.connectChannels(0)
+}
+
+// connectChannels connects with the RabbitMQ transport's defaults, or,
+// when channels is above zero, with that many publishing channels (the
+// transport dialled here and handed to the Conn).
+func (e *env) connectChannels(channels int) (*acemq.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	return acemq.Connect(ctx, e.url, acemq.WithLogger(slog.New(slog.DiscardHandler)))
+	quiet := slog.New(slog.DiscardHandler)
+	if channels == 0 {
+		return acemq.Connect(ctx, e.url, acemq.WithLogger(quiet))
+	}
+	tr, err := rabbitmq.Dial(ctx, e.url, rabbitmq.Config{Channels: channels, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	return acemq.Connect(ctx, e.url, acemq.WithLogger(quiet), acemq.WithTransport(tr))
 }
 
 // acemqSend publishes n messages with Send from g goroutines (one: a loop).
-func acemqSend(g int) scenarioFunc {
+func acemqSend(g int) scenarioFunc { return acemqSendOn(g, 0) }
+
+// acemqSendOn is acemqSend with the given number of publishing channels
+// (0: the default).
+func acemqSendOn(g, channels int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		c, err := e.connect()
+		c, err := e.connectChannels(channels)
 		if err != nil {
 			return measurement{}, err
 		}
@@ -57,8 +77,16 @@ func acemqSend(g int) scenarioFunc {
 }
 
 // acemqSendAll publishes the n messages with one SendAll.
-func acemqSendAll(e *env, q string) (measurement, error) {
-	c, err := e.connect()
+func acemqSendAll(e *env, q string) (measurement, error) { return acemqSendAllOn(0)(e, q) }
+
+// acemqSendAllOn is acemqSendAll with the given number of publishing
+// channels (0: the default).
+func acemqSendAllOn(channels int) scenarioFunc {
+	return func(e *env, q string) (measurement, error) { return e.sendAll(q, channels) }
+}
+
+func (e *env) sendAll(q string, channels int) (measurement, error) {
+	c, err := e.connectChannels(channels)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -95,7 +95,10 @@ func scenarios(latencyRate int) []*scenario {
 		{name: "acemq Send loop", baseline: "raw confirm each (window 1)", run: acemqSend(1), small: true},
 		{name: "acemq SendAll", baseline: "raw pipelined (window 1024)", run: acemqSendAll},
 		{name: "acemq Send 8 goroutines", baseline: "raw 8 goroutines, shared channel", run: acemqSend(8)},
-		{name: "acemq Send 64 goroutines", baseline: "raw pipelined (window 1024)", run: acemqSend(64)},
+		{name: "acemq Send 64 goroutines", baseline: "raw 64 goroutines, shared channel", run: acemqSend(64)},
+		{name: "acemq SendAll, 2 channels", baseline: "acemq SendAll", run: acemqSendAllOn(2)},
+		{name: "acemq Send 8 goroutines, 2 channels", baseline: "acemq Send 8 goroutines", run: acemqSendOn(8, 2)},
+		{name: "acemq Send 64 goroutines, 2 channels", baseline: "acemq Send 64 goroutines", run: acemqSendOn(64, 2)},
 		{name: "raw consumer prefetch 500", run: rawConsume(500), consume: true},
 		{name: "acemq consumer 8 x prefetch 500", baseline: "raw consumer prefetch 500", run: acemqConsume(8, 500), consume: true},
 		{name: "acemq consumer 8", run: acemqConsume(8, 0), consume: true},
@@ -190,7 +193,7 @@ func main() {
 				log.Fatalf("benchcmp: %s, run %d: %v", s.name, r+1, err)
 			}
 			s.results = append(s.results, m)
-			fmt.Fprintf(os.Stderr, "  run %d  %-34s %8.0f msg/s  client %5.1f µs/msg  broker %5.1f µs/msg%s\n",
+			fmt.Fprintf(os.Stderr, "  run %d  %-38s %8.0f msg/s  client %5.1f µs/msg  broker %5.1f µs/msg%s\n",
 				r+1, s.name, m.rate(), m.clientUS, m.brokerUS, latencyNote(s, m))
 		}
 	}
@@ -339,10 +342,10 @@ func report(out *os.File, all, chosen []*scenario) {
 		byName[s.name] = s
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tmsgs/s median\tmin\tmax\tratio\tvs\tclient µs/msg\tclient ratio\tbroker µs/msg\tp50\tp99\t")
+	fmt.Fprintln(w, "scenario\tmsgs/s median\tmin\tmax\tratio\trun ratios\tvs\tclient µs/msg\tclient ratio\tbroker µs/msg\tp50\tp99\t")
 	for _, s := range chosen {
 		st := summarize(s.results)
-		ratio, vs, cpu := "", "", ""
+		ratio, spread, vs, cpu := "", "", "", ""
 		if b := byName[s.baseline]; b != nil && len(b.results) > 0 {
 			bs := summarize(b.results)
 			if s.latency {
@@ -350,6 +353,7 @@ func report(out *os.File, all, chosen []*scenario) {
 			} else {
 				ratio = fmt.Sprintf("%.2f×", st.med/bs.med)
 			}
+			spread = runRatios(s, b)
 			vs = b.name
 			cpu = fmt.Sprintf("%.2f×", st.client/bs.client)
 		}
@@ -361,10 +365,30 @@ func report(out *os.File, all, chosen []*scenario) {
 		if s.latency {
 			p50, p99 = st.p50.Round(10*time.Microsecond).String(), st.p99.Round(10*time.Microsecond).String()
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
-			s.name, st.med, st.lo, st.hi, ratio, vs, st.client, cpu, broker, p50, p99)
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			s.name, st.med, st.lo, st.hi, ratio, spread, vs, st.client, cpu, broker, p50, p99)
 	}
 	_ = w.Flush()
+}
+
+// runRatios pairs s's runs with its baseline's of the same round (they ran
+// back to back, so a slow spell hits both) and gives the median, min and max
+// of the per-run ratios of the rates (of p50 for latency, lower is better).
+// On a busy machine the spread says how far to trust the ratio of medians.
+func runRatios(s, b *scenario) string {
+	n := min(len(s.results), len(b.results))
+	if n == 0 {
+		return ""
+	}
+	rs := make([]float64, n)
+	for i := range n {
+		if s.latency {
+			rs[i] = float64(s.results[i].p50) / float64(b.results[i].p50)
+		} else {
+			rs[i] = s.results[i].rate() / b.results[i].rate()
+		}
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", median(rs), slices.Min(rs), slices.Max(rs))
 }
 
 // firstErr keeps the first error set on it, from any goroutine; read err

@@ -11,9 +11,23 @@
 // writes and reads them: nil, bool, the signed integers, uint8, uint16,
 // uint32, float32, float64, string, []byte, [time.Time], [amqp091.Decimal],
 // []any and map[string]any. uint, uint64 and []string are refused: a
-// reader would get back another type than was sent. [MaxDepth],
-// [MaxEntries] and [MaxShortString] are amqp091-go's reading limits; a
-// message over them makes the reading connection fail as a whole.
+// reader would get back another type than was sent. So are a NaN or
+// infinite float, which RabbitMQ cannot parse (3.10 closes the connection
+// with 541 INTERNAL_ERROR), and a time outside the years [MinYear] to
+// [MaxYear], which the outbox, storing times as RFC 3339 text, could not
+// read back. [MaxDepth], [MaxEntries] and [MaxShortString] are amqp091-go's
+// reading limits; a message over them makes the reading connection fail as
+// a whole.
+//
+// # The broker's rules
+//
+// [CheckMessage] and [CheckTopology] hold what RabbitMQ accepts in a
+// publish and a declaration: names, keys and properties of at most 255
+// bytes ([CheckShortString]) and argument tables whose names, count and
+// values it can take ([CheckArgs]). Both transports run them in Publish and
+// Declare, so a declaration or publish one transport accepts the other
+// does, and nothing reaches amqp091-go that makes its writer fail and take
+// the connection down. Each reason names the field and the limit.
 //
 // # The frame guard
 //

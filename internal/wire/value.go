@@ -53,7 +53,18 @@ func CheckHeaders(h map[string]any, max int) error {
 // value), cannot travel in an AMQP table, or nil when it can.
 func CheckValue(v any, depth int) error {
 	switch x := v.(type) {
-	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, float32, float64, string, []byte, time.Time, Decimal:
+	case nil, bool, int8, uint8, int, int16, uint16, int32, uint32, int64, string, []byte, Decimal:
+		return nil
+	case float32:
+		return checkFloat(float64(x))
+	case float64:
+		return checkFloat(x)
+	case time.Time:
+		// Its own location's year is what the outbox writes, UTC's what a
+		// consumer reads from AMQP's seconds.
+		if y, u := x.Year(), x.UTC().Year(); min(y, u) < MinYear || max(y, u) > MaxYear {
+			return fmt.Errorf("the time %s is outside the years %d to %d that every path reads back", x.UTC().Format(time.RFC3339), MinYear, MaxYear)
+		}
 		return nil
 	case []any:
 		if depth >= MaxDepth { // amqp091 reads a container here at depth+1
@@ -86,6 +97,25 @@ func CheckValue(v any, depth int) error {
 		return nil
 	}
 	return fmt.Errorf("a %T cannot travel in an AMQP table (use a string, bool, integer, float, []byte, time.Time, []any or map[string]any)", v)
+}
+
+// The years a time value may fall in. AMQP carries a timestamp as 64-bit
+// seconds, which RabbitMQ and amqp091-go take in any year, but the outbox
+// stores a header time as RFC 3339 text, which reads back only the years 0
+// to 9999: a time outside them would be accepted and then strand its row.
+const (
+	MinYear = 0
+	MaxYear = 9999
+)
+
+// checkFloat refuses NaN and the infinities: RabbitMQ (3.10 at least)
+// cannot parse them in a table and closes the whole connection, with 541
+// INTERNAL_ERROR, on the publish that carries one.
+func checkFloat(f float64) error {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("the float %v cannot travel: RabbitMQ closes the connection on a NaN or an infinity in a table (send it as a string)", f)
+	}
+	return nil
 }
 
 // Int reads v as an int64 when it is an integer type an AMQP table

@@ -41,9 +41,6 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 		return fmt.Errorf("acemq: queue %q: argument %s is %v (%T), want %s", q.Name, arg, v, v, want)
 	}
 	for k, v := range q.Args {
-		if err := wire.CheckValue(v, 0); err != nil { // as RabbitMQ's transport refuses it
-			return d, fmt.Errorf("acemq: queue %q: argument %s: %w", q.Name, k, err)
-		}
 		d.args[k] = v
 		switch k {
 		case "x-message-ttl":
@@ -155,6 +152,13 @@ func (t *Transport) Declare(ctx context.Context, topology ...transport.Topology)
 	defer b.mu.Unlock()
 	if t.closed {
 		return closedError("declare")
+	}
+	for _, item := range topology {
+		// What RabbitMQ would refuse or mangle, by the rules both
+		// transports share.
+		if err := wire.CheckTopology(item); err != nil {
+			return fmt.Errorf("acemq: memory declare %s: %w", wire.Describe(item), err)
+		}
 	}
 	for _, item := range topology {
 		var err error

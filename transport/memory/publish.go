@@ -121,15 +121,16 @@ func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []
 // Publish routes m and returns once every queue it reached holds it, which in
 // process is at once. It copies m's body and header map. It fails with an
 // error wrapping transport.ErrNotFound when the exchange does not exist and
-// transport.ErrUnroutable when no queue took the message. Headers an AMQP
-// table cannot carry are refused, by the same rules as the RabbitMQ
-// transport's.
+// transport.ErrUnroutable when no queue took the message. What RabbitMQ
+// would refuse (a name, key or property over 255 bytes, headers an AMQP
+// table cannot carry) is refused by internal/wire's rules, which the RabbitMQ
+// transport runs too.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := wire.CheckHeaders(m.Headers, wire.MaxEntries); err != nil {
-		return fmt.Errorf("acemq: memory publish to exchange %s, routing key %q: headers: %w", quote(m.Exchange), m.RoutingKey, err)
+	if err := wire.CheckMessage(m); err != nil {
+		return fmt.Errorf("acemq: memory publish to exchange %s, routing key %q: %w", quote(wire.Clip(m.Exchange)), wire.Clip(m.RoutingKey), err)
 	}
 	m.Body = bytes.Clone(m.Body)
 	m.Headers = maps.Clone(m.Headers)

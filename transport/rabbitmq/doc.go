@@ -21,9 +21,19 @@
 //
 // # Publishing
 //
-// Publishes are always mandatory, persistent and confirmed, on
-// [Config].Channels channels in confirm mode (two by default); many
-// concurrent publishes share each confirm round trip. The number of
+// Publishes are always mandatory, persistent and confirmed, on one channel
+// in confirm mode ([Config].Channels raises it); many concurrent publishes
+// share each confirm round trip. The first publish to an exchange checks
+// that it exists on a channel of its own, so a missing exchange fails that
+// publish with [transport.ErrNotFound] and never closes the channel every
+// publisher shares; a channel the broker closes anyway is reopened at once
+// and what was unconfirmed on it is sent again. A publish the broker answers
+// by closing the channel or connection with a reason that names nothing
+// (a frame it cannot parse) is sent again alone, and fails with that reason
+// once it was in flight at two such closures. Declare and Publish refuse,
+// before the broker sees it, what it would refuse or mangle: names, keys
+// and properties over 255 bytes, argument tables and header values it
+// cannot take (internal/wire holds these rules for every acemq path). The number of
 // publishes queued or awaiting a confirm is capped by [Config].ConfirmWindow
 // (1024 by default): a stalled broker makes callers wait, each up to its
 // ctx, instead of growing memory, and a caller waiting for room holds no

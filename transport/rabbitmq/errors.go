@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq/internal/errtext"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -46,6 +47,31 @@ func isSoftError(err error) bool {
 	return false
 }
 
+// refusedWhatWasSent reports a connection the broker closed because of
+// something the client sent: a frame it could not parse or did not expect,
+// or an internal error (RabbitMQ 3.10's answer to a float it cannot read).
+func refusedWhatWasSent(err error) bool {
+	var e *amqp.Error
+	if !errors.As(err, &e) || !e.Server {
+		// amqp091 reports its own socket errors as 501 FRAME_ERROR too.
+		return false
+	}
+	switch e.Code {
+	case amqp.FrameError, amqp.SyntaxError, amqp.CommandInvalid, amqp.UnexpectedFrame, amqp.InternalError:
+		return true
+	}
+	return false
+}
+
+// closedWhat names what a broker error closed: "connection" for a hard
+// error, "channel" for a soft one.
+func closedWhat(err error) string {
+	if isSoftError(err) {
+		return "channel"
+	}
+	return "connection"
+}
+
 // classify wraps a broker error met while doing op on name: a 404 with
 // transport.ErrNotFound, a 406 with transport.ErrTopologyConflict. Both the
 // sentinel and the *amqp.Error stay reachable through errors.Is/As.
@@ -73,3 +99,10 @@ func names(err error, name string) bool {
 func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
+
+// describe and clip name a topology item and shorten an overlong name for
+// an error; internal/wire holds them for both transports.
+var (
+	describe = wire.Describe
+	clip     = wire.Clip
+)

@@ -88,18 +88,18 @@ func (b *tableBuilder) value(depth int) any {
 		return uint32(b.u64())
 	case 9:
 		return int64(b.u64())
-	case 10: // NaN is not equal to itself, so it would fail the comparisons below
-		if f := math.Float32frombits(uint32(b.u64())); !math.IsNaN(float64(f)) {
+	case 10: // no NaN or infinity arrives: RabbitMQ cannot parse them, and wire refuses them
+		if f := math.Float32frombits(uint32(b.u64())); !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) {
 			return f
 		}
 		return float32(0.5)
 	case 11:
-		if f := math.Float64frombits(b.u64()); !math.IsNaN(f) {
+		if f := math.Float64frombits(b.u64()); !math.IsNaN(f) && !math.IsInf(f, 0) {
 			return f
 		}
 		return 0.5
-	case 12:
-		return time.Unix(int64(b.u64()%(1<<40)), 0)
+	case 12: // up to the end of 9999 (less a day, for the local zone), what wire lets travel
+		return time.Unix(int64(b.u64()%(253402300800-86400)), 0)
 	case 13:
 		return nil
 	case 14:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,7 +105,9 @@ func TestRequestReply(t *testing.T) {
 	go func() {
 		done <- server.Consume(ctx, q, 10, func(d transport.Delivery) {
 			reply := transport.Message{RoutingKey: d.ReplyTo, CorrelationID: d.MessageID, Body: append([]byte("re: "), d.Body...)}
-			if err := server.Publish(ctx, reply); err != nil {
+			// The reply may reach the requester before its confirm reaches
+			// the server, and the test may end in between.
+			if err := server.Publish(ctx, reply); err != nil && ctx.Err() == nil {
 				t.Errorf("reply: %v", err)
 			}
 			_ = d.Ack()
@@ -132,5 +135,14 @@ func TestRequestReply(t *testing.T) {
 	}
 	if _, err := tr.Request(ctxT(t), transport.Message{RoutingKey: q}); err == nil {
 		t.Fatal("Request without a MessageID succeeded")
+	}
+	// A missing exchange is found by its check, and the reply channel,
+	// which the broker would otherwise close, serves the next request.
+	missing := acemqtest.QueueName(t, "no-such-exchange")
+	if _, err := tr.Request(ctxT(t), transport.Message{Exchange: missing, RoutingKey: q, MessageID: "lost"}); !errors.Is(err, transport.ErrNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Request through a missing exchange = %v; want ErrNotFound naming it", err)
+	}
+	if got, err := tr.Request(ctxT(t), transport.Message{RoutingKey: q, MessageID: "r4", Body: []byte("r4")}); err != nil || got.CorrelationID != "r4" {
+		t.Fatalf("Request after the missing exchange = %q, %v", got.CorrelationID, err)
 	}
 }

@@ -23,11 +23,18 @@ type pubChannel struct {
 	ch  *amqp.Channel
 	src chan *pubReq // where requests come from, and go back to on loss
 
+	// wmu is held by whoever writes on the channel: the writer goroutine,
+	// or a caller writing its own request (Transport.direct). It orders the
+	// delivery tags (next) with the writes.
+	wmu sync.Mutex
+
 	mu       sync.Mutex
 	inflight map[uint64]*pubReq // written, not yet confirmed, by delivery tag
+	idle     chan struct{}      // closed when inflight empties; nil unless awaited
+	acked    bool               // the broker has acked a publish on the channel
 	dead     bool
 	died     chan struct{} // closed by the listener once the channel is gone
-	next     uint64        // the last delivery tag used; the writer's alone
+	next     uint64        // the last delivery tag used; under wmu
 
 	// recycle is closed at the channel's first nack: the writer stops
 	// taking requests, lets the confirms in flight arrive, and closes the
@@ -86,20 +93,69 @@ func (t *Transport) keepPublisher() {
 		pc, err := t.openPubChannel(s, t.reqs)
 		if err != nil {
 			t.log.Warn("acemq: rabbitmq publishing channel did not open", "err", t.scrub(err))
+			failures++
 		} else {
-			failures = 0
+			t.pub.Store(pc)
 			pc.run()
+			t.pub.CompareAndSwap(pc, nil)
+			if pc.progressed() {
+				failures = 0
+			} else {
+				failures++
+			}
 		}
-		// A channel the broker closed on a live connection is reopened after
-		// a pause, so a request it keeps refusing cannot spin the loop.
+		// A channel the broker closed on a live connection is reopened at
+		// once, and its unconfirmed publishes go out on the new one. Only
+		// one that closes again before the broker acked anything on it
+		// waits first, so a request the broker keeps refusing cannot spin
+		// the loop.
 		select {
 		case <-s.done:
 		default:
-			failures++
-			if !t.sleep(t.backoff(failures - 1)) {
+			if failures > 1 && !t.sleep(t.backoff(failures-2)) {
 				return
 			}
 		}
+	}
+}
+
+// progressed reports whether the broker acked any publish on the channel.
+func (pc *pubChannel) progressed() bool {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return pc.acked
+}
+
+// waitIdle waits until no publish written on the channel awaits its
+// confirm; false means the channel died or the transport closed first.
+func (pc *pubChannel) waitIdle() bool {
+	pc.mu.Lock()
+	if len(pc.inflight) == 0 || pc.dead {
+		dead := pc.dead
+		pc.mu.Unlock()
+		return !dead
+	}
+	if pc.idle == nil {
+		pc.idle = make(chan struct{})
+	}
+	idle := pc.idle
+	pc.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-pc.died:
+		return false
+	case <-pc.t.closing:
+		return false
+	}
+}
+
+// removedLocked wakes waitIdle once the last in-flight publish is gone;
+// pc.mu is held.
+func (pc *pubChannel) removedLocked() {
+	if len(pc.inflight) == 0 && pc.idle != nil {
+		close(pc.idle)
+		pc.idle = nil
 	}
 }
 
@@ -124,13 +180,39 @@ func (pc *pubChannel) run() {
 				pc.retire()
 				return
 			}
-			if !pc.write(r) {
+			pc.wmu.Lock()
+			ok := pc.write(r)
+			pc.wmu.Unlock()
+			if !ok {
 				_ = pc.ch.Close()
 				<-pc.died
 				return
 			}
 		}
 	}
+}
+
+// direct writes req on the live publishing channel from the caller's
+// goroutine, one hand-off fewer than through the writer, when that costs
+// nobody a wait: nothing is queued ahead of req, no writer is writing, the
+// channel takes requests and the broker does not block publishing. Under
+// load the channel is busy, requests queue up, and the writer drains them
+// back to back as before. It reports false when req must be queued
+// instead; true means req is the transport's (written, or given back to
+// the queue by write when the channel failed under it).
+func (t *Transport) direct(req *pubReq) bool {
+	pc := t.pub.Load()
+	if pc == nil || len(t.reqs) > 0 || req.strikes > 0 || !pc.wmu.TryLock() {
+		return false
+	}
+	defer pc.wmu.Unlock()
+	if pc.retiring() || pc.s.blockedWait() != nil {
+		return false
+	}
+	if !pc.write(req) {
+		_ = pc.ch.Close() // the writer sees it die and returns
+	}
+	return true
 }
 
 // retiring reports whether the channel has nacked and takes no more.
@@ -173,8 +255,8 @@ func (pc *pubChannel) drain() {
 }
 
 // maxNacks is how often a publish may be nacked before it fails with
-// transport.ErrNacked: enough to pass over both publishing channels while
-// they are replaced.
+// transport.ErrNacked: each nack sends it again on a fresh channel (the one
+// that nacked is replaced), which is what a quorum queue's new leader needs.
 const maxNacks = 4
 
 // drainTimeout bounds drain; what is still in flight then is sent again.
@@ -200,6 +282,13 @@ func (pc *pubChannel) write(r *pubReq) bool {
 			return true
 		}
 	}
+	alone := r.strikes > 0 // read now: once in flight, r is the listener's
+	if alone && !pc.waitIdle() {
+		// A suspect goes alone (see die): it waits until nothing else is
+		// in flight, and nothing is written after it until its confirm.
+		t.requeue(pc.src, r, errConnectionLost)
+		return false
+	}
 	tag := pc.next + 1
 	pc.mu.Lock()
 	if pc.dead {
@@ -215,6 +304,7 @@ func (pc *pubChannel) write(r *pubReq) bool {
 		own := pc.inflight[tag] == r
 		if own {
 			delete(pc.inflight, tag)
+			pc.removedLocked()
 		}
 		pc.mu.Unlock()
 		if own {
@@ -223,6 +313,9 @@ func (pc *pubChannel) write(r *pubReq) bool {
 		return false
 	}
 	pc.next = tag
+	if alone {
+		return pc.waitIdle()
+	}
 	return true
 }
 
@@ -257,6 +350,8 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	pc.mu.Lock()
 	r := pc.inflight[c.DeliveryTag]
 	delete(pc.inflight, c.DeliveryTag)
+	pc.removedLocked()
+	pc.acked = pc.acked || c.Ack
 	pc.mu.Unlock()
 	switch {
 	case r == nil:
@@ -301,10 +396,27 @@ func (pc *pubChannel) markReturned(ret amqp.Return) {
 		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
 }
 
-// die marks the channel gone and settles what was in flight on it. After a
-// connection loss those requests are sent again; after a broker refusal of
-// the channel (a missing exchange, say) the ones it names fail with the
-// refusal and the others go again, or all fail when it names none.
+// maxStrikes is how many closures a publish may be in flight at, when the
+// broker gave a reason that names nothing (see die), before it fails with
+// that reason rather than being sent again.
+const maxStrikes = 2
+
+// die marks the channel gone and settles what was in flight on it:
+//
+//   - After a broker refusal naming an exchange (a missing exchange, say:
+//     one deleted after its check) the publishes to it fail with the
+//     refusal, the exchange is forgotten so that the next publish to it is
+//     checked first, and the others are sent again.
+//   - After a refusal that names nothing, or a connection the broker closed
+//     because of what it was sent (a frame it could not parse: RabbitMQ
+//     3.10 answers a NaN float in a header table with 541 INTERNAL_ERROR),
+//     every publish in flight is a suspect: it is sent again alone (nothing
+//     else in flight beside it), and one in flight at two such closures
+//     fails with the broker's reason instead of being sent a third time.
+//     Sent alone, the second time it is the only one that can have caused
+//     the closure; the innocent are confirmed.
+//   - After any other loss (the connection dropped) they are sent again,
+//     a suspect still alone.
 func (pc *pubChannel) die(cause error) {
 	pc.mu.Lock()
 	pc.dead = true
@@ -322,24 +434,43 @@ func (pc *pubChannel) die(cause error) {
 	close(pc.died)
 
 	t := pc.t
-	if !isSoftError(cause) {
+	named := map[string]bool{}
+	if isSoftError(cause) {
+		for _, r := range reqs {
+			if r.exchange != "" && names(cause, r.exchange) {
+				named[r.exchange] = true
+			}
+		}
+	}
+	switch {
+	case len(named) > 0:
+		t.log.Warn("acemq: rabbitmq closed the publishing channel", "err", t.scrub(cause), "inflight", len(reqs))
+		for ex := range named {
+			t.exchanges.forget(ex)
+		}
+		for _, r := range reqs {
+			if named[r.exchange] {
+				t.complete(r, classify("publish to", "exchange", r.exchange, t.scrub(cause)))
+				continue
+			}
+			t.requeue(pc.src, r, cause)
+		}
+	case isSoftError(cause) || refusedWhatWasSent(cause):
+		t.log.Warn("acemq: rabbitmq closed the publishing channel for what it was sent; sending its unconfirmed publishes again one at a time",
+			"err", t.scrub(cause), "inflight", len(reqs))
+		for _, r := range reqs {
+			if r.strikes++; r.strikes >= maxStrikes {
+				t.complete(r, errorf("rabbitmq %s: the broker closed the %s %d times with this message in flight, the last time with it alone: %w",
+					r.what(), closedWhat(cause), r.strikes, t.scrub(cause)))
+				continue
+			}
+			t.requeue(pc.src, r, cause)
+		}
+	default:
+		// A strike stays: a socket error may beat the broker's own reason
+		// to the client, and the suspect must still go alone.
 		for _, r := range reqs {
 			t.requeue(pc.src, r, cause)
 		}
-		return
-	}
-	t.log.Warn("acemq: rabbitmq closed a publishing channel", "err", cause, "inflight", len(reqs))
-	named := false
-	for _, r := range reqs {
-		if names(cause, r.exchange) {
-			named = true
-		}
-	}
-	for _, r := range reqs {
-		if named && !names(cause, r.exchange) {
-			t.requeue(pc.src, r, cause)
-			continue
-		}
-		t.complete(r, classify("publish to", "exchange", r.exchange, cause))
 	}
 }

@@ -32,6 +32,10 @@ type pubReq struct {
 	// nacks counts the broker's nacks of it: it is sent again, each time
 	// on another channel, until maxNacks.
 	nacks int
+	// strikes counts the closures it was in flight at that the broker gave
+	// a reason for naming nothing (see pubChannel.die); above zero it is
+	// written alone, and at maxStrikes it fails.
+	strikes int
 }
 
 func (r *pubReq) abandoned() bool { return r.ctx.Err() != nil }
@@ -44,9 +48,14 @@ func (r *pubReq) mandatory() bool {
 }
 
 // Publish sends m with the mandatory flag and persistent delivery mode on
-// one of the publishing channels (a reply to a direct reply-to address goes
+// the publishing channel (a reply to a direct reply-to address goes
 // without the flag, since RabbitMQ reports such replies unroutable even when
-// they arrive), and returns once the broker confirmed it.
+// they arrive), and returns once the broker confirmed it. What the broker
+// would refuse (a name, key or property over 255 bytes, a header value it
+// cannot parse) fails at once, naming the field and the limit. The first
+// publish to an exchange checks that it exists, on a channel of its own
+// (see Config.Channels); a missing one fails that publish, wrapping
+// transport.ErrNotFound and naming it, and nothing else.
 // It waits, each wait bounded by ctx, for room in the confirm window, for
 // the connection when it is down, and for the confirm. A publish whose
 // confirm is lost with its connection is sent again, with the same message
@@ -55,7 +64,10 @@ func (r *pubReq) mandatory() bool {
 // missing exchange wrapping transport.ErrNotFound. A nacked publish is sent
 // again on another channel, and the channel that nacked it is replaced once
 // its other confirms are in; after four nacks the publish fails wrapping
-// transport.ErrNacked.
+// transport.ErrNacked. A publish the broker answers by closing the channel
+// or the connection for no reason it names (a frame it cannot parse, say)
+// is sent again alone, and fails with that reason once it was in flight at
+// two such closures.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if t.isClosed() {
 		return errClosed("publish")
@@ -64,12 +76,18 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if err != nil {
 		return err
 	}
+	if err := t.exchangeExists(ctx, m.Exchange); err != nil {
+		return err
+	}
 	return t.send(ctx, t.reqs, req)
 }
 
 func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
+	if err := wire.CheckMessage(m); err != nil {
+		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", clip(m.Exchange), clip(m.RoutingKey), err)
+	}
 	headers, err := wire.ToTable(m.Headers)
-	if err != nil {
+	if err != nil { // CheckMessage refused these already
 		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
 	}
 	return &pubReq{
@@ -115,6 +133,12 @@ func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
 // ones wait for room, and the confirms are awaited together once every
 // message is queued. The result has one error per message, in ms's order.
 func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []error {
+	return t.publishBatch(ctx, ms, nil)
+}
+
+// publishBatch is PublishBatch; edit, when set, may change each request
+// before it is queued (tests use it to send what the checks refuse).
+func (t *Transport) publishBatch(ctx context.Context, ms []transport.Message, edit func(i int, r *pubReq)) []error {
 	errs := make([]error, len(ms))
 	reqs := make([]*pubReq, len(ms))
 	for i, m := range ms {
@@ -129,6 +153,12 @@ func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []
 			continue
 		}
 		req, err := newPubReq(ctx, m, true)
+		if err == nil {
+			err = t.exchangeExists(ctx, m.Exchange)
+		}
+		if err == nil && edit != nil {
+			edit(i, req)
+		}
 		if err == nil {
 			err = t.enqueue(ctx, t.reqs, req)
 		}
@@ -146,9 +176,12 @@ func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []
 	return errs
 }
 
-// send takes a window token, queues req on q and waits for its outcome.
+// send takes a window token, writes req itself when the publishing
+// channel is idle (see direct) or else queues it on q, and waits for its
+// outcome. PublishBatch always queues: its writer frames one message while
+// the batch's goroutine prepares the next.
 func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error {
-	if err := t.enqueue(ctx, q, req); err != nil {
+	if err := t.enqueueOrWrite(ctx, q, req, q == t.reqs); err != nil {
 		return err
 	}
 	return t.await(ctx, req)
@@ -157,8 +190,17 @@ func (t *Transport) send(ctx context.Context, q chan *pubReq, req *pubReq) error
 // enqueue takes a window token for req, waiting up to ctx, and queues it
 // on q for the writers.
 func (t *Transport) enqueue(ctx context.Context, q chan *pubReq, req *pubReq) error {
+	return t.enqueueOrWrite(ctx, q, req, false)
+}
+
+// enqueueOrWrite is enqueue, but with write set it first tries to write
+// req from the caller's goroutine (see direct).
+func (t *Transport) enqueueOrWrite(ctx context.Context, q chan *pubReq, req *pubReq, write bool) error {
 	if err := t.acquire(ctx, req); err != nil {
 		return err
+	}
+	if write && t.direct(req) {
+		return nil
 	}
 	// Every queued or in-flight request holds a token and q holds as many
 	// as the window, so this never blocks; the default is a safety net.

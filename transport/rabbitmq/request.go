@@ -45,6 +45,9 @@ func (t *Transport) Request(ctx context.Context, m transport.Message) (transport
 	if err != nil {
 		return transport.Message{}, err
 	}
+	if err := t.exchangeExists(ctx, m.Exchange); err != nil {
+		return transport.Message{}, err
+	}
 	var rs *replySession
 	var w chan transport.Message
 	for {

@@ -125,12 +125,15 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 		probes = append(probes, nil)
 	}
 	for _, args := range probes {
-		table, _ := wire.ToTable(args) // q.Args passed validate
+		table, err := wire.ToTable(args)
+		if err != nil {
+			return false // q.Args passed validate, so this does not happen
+		}
 		if table == nil {
 			table = amqp.Table{}
 		}
 		table["x-queue-type"] = amqp.QueueTypeClassic
-		err := t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
+		err = t.withChannel(ctx, "declare", func(ch *amqp.Channel) error {
 			_, err := ch.QueueDeclare(q.Name, true, false, false, false, table)
 			return err
 		})
@@ -141,7 +144,13 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 	return false
 }
 
+// validate refuses what the broker would refuse or mangle (internal/wire
+// holds those rules for both transports), and what this transport cannot
+// declare.
 func validate(it transport.Topology) error {
+	if err := wire.CheckTopology(it); err != nil {
+		return fmt.Errorf("acemq: rabbitmq declare %s: %w", describe(it), err)
+	}
 	switch v := it.(type) {
 	case transport.Exchange:
 		switch v.Kind {
@@ -162,11 +171,6 @@ func validate(it transport.Topology) error {
 	case transport.Queue:
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
-		}
-		for k, a := range v.Args {
-			if err := wire.CheckValue(a, 0); err != nil {
-				return fmt.Errorf("acemq: rabbitmq declare queue %q: argument %s: %w", v.Name, k, err)
-			}
 		}
 	case transport.Binding:
 		if v.Queue == "" {
@@ -199,7 +203,10 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 			return classify("declare", "exchange", v.Name, err)
 		}
 	case transport.Queue:
-		args, _ := wire.ToTable(v.Args)
+		args, err := wire.ToTable(v.Args)
+		if err != nil { // validate refuses these first: this is a safety net
+			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
+		}
 		if v.Quorum {
 			if args == nil {
 				args = amqp.Table{}
@@ -386,6 +393,7 @@ func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
 // forgetExchange drops a deleted exchange and the bindings from or to it
 // from the remembered topology.
 func (t *Transport) forgetExchange(exchange string) {
+	t.exchanges.forget(exchange)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	kept := t.topo[:0]

@@ -26,6 +26,11 @@
 //   - A conflict error names the queue or exchange that conflicts.
 //   - A client stays usable after any of these errors (on RabbitMQ they
 //     close the channel; the transport must hide that).
+//   - What RabbitMQ would refuse or mangle fails Declare or Publish before
+//     the broker sees it, with an acemq error naming the field and the
+//     limit: a name or key over 255 bytes, a queue argument name over 255
+//     bytes, a NaN or infinite float, a time past the year 9999. The client
+//     stays healthy and usable.
 //   - A delivery's Redelivered is true after Nack with requeue and after the
 //     client that held it closed.
 //   - A second Close returns nil or an error wrapping transport.ErrClosed.
@@ -131,6 +136,8 @@ var cases = []testCase{
 	{name: "DeclareIdempotent", run: testDeclareIdempotent},
 	{name: "DeclareConflict", run: testDeclareConflict},
 	{name: "DeclareMissing", run: testDeclareMissing},
+	{name: "DeclareOverLimits", run: testDeclareOverLimits},
+	{name: "PublishOverLimits", run: testPublishOverLimits},
 	{name: "Inspect", run: testInspect},
 	{name: "DeleteQueue", run: testDeleteQueue},
 	{name: "DeleteExchange", run: testDeleteExchange},
