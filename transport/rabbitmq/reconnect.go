@@ -110,8 +110,10 @@ func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
 				return nil, fmt.Errorf("acemq: rabbitmq connect: %s: %w", why, err)
 			}
 			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "err", err)
-			if ctx.Err() != nil {
-				// Cut short by ctx: what the attempt before it met says more.
+			if ctx.Err() != nil || pastDeadline(ctx) {
+				// Cut short by ctx (a dial bounded by ctx's deadline may
+				// time out a moment before ctx reports it): what the attempt
+				// before it met says more.
 				if last == nil {
 					last = err
 				}
@@ -297,4 +299,11 @@ func (t *Transport) current(ctx context.Context, op string) (*session, error) {
 			return nil, ctxError(op+" waiting for the connection", ctx)
 		}
 	}
+}
+
+// pastDeadline reports whether ctx's deadline has passed, whether or not
+// ctx has noticed yet.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
