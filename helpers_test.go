@@ -142,6 +142,13 @@ func declareQueue(t *testing.T, c *acemq.Conn) string {
 func declareQueueNamed(t *testing.T, c *acemq.Conn, name string) string {
 	t.Helper()
 	require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: name}))
+	t.Cleanup(func() { // before the Conn closes: cleanups run last-registered first
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.Transport().DeleteQueue(ctx, name); err != nil {
+			t.Errorf("deleting queue %q: %v", name, err)
+		}
+	})
 	return name
 }
 
