@@ -69,17 +69,8 @@ type marker struct {
 }
 
 func newRegistry(c *Conn, queue string, quorum bool) *registry {
-	op, _ := registryLocks.LoadOrStore(registryLock{c.t, queue}, new(sync.Mutex))
+	op, _ := c.registryOps.LoadOrStore(queue, new(sync.Mutex))
 	return &registry{conn: c, queue: queue, quorum: quorum, op: op.(*sync.Mutex), keys: map[string]marker{}, declared: map[string]bool{}}
-}
-
-// registryLocks holds the op mutex of each queue's registries on each
-// transport, by registryLock.
-var registryLocks sync.Map
-
-type registryLock struct {
-	t     transport.Transport
-	queue string
 }
 
 // isBlocked reports whether key is blocked.

@@ -21,6 +21,10 @@ type Conn struct {
 	metrics   *instruments
 	publishes tracker // Sends and PublishRaws in flight
 
+	// registryOps serialises, per ordered queue, what this Conn's
+	// blocked-key registries do (queue -> *sync.Mutex; blocked.go).
+	registryOps sync.Map
+
 	// stopping ends when Shutdown or Close begins: consumers stop taking
 	// deliveries. closing ends when Close begins: handlers' contexts end.
 	stopping     context.Context
