@@ -206,7 +206,7 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 			}
 			args["x-queue-type"] = amqp.QueueTypeQuorum
 		}
-		if _, err := ch.QueueDeclare(v.Name, true, false, false, false, args); err != nil {
+		if _, err := ch.QueueDeclare(v.Name, !v.Transient, false, false, false, args); err != nil {
 			return classify("declare", "queue", v.Name, err)
 		}
 	case transport.Binding:
