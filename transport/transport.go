@@ -132,7 +132,8 @@ type Exchange struct {
 // x-dead-letter-routing-key, x-delivery-limit, ...). Transient makes a
 // classic queue that does not survive its broker node (RabbitMQ: durable
 // false): when that node is lost the broker forgets the queue, so it can
-// be declared again on another node; an in-process broker ignores it.
+// be declared again on another node; an in-process broker ignores it. A
+// quorum queue cannot be Transient.
 type Queue struct {
 	Name      string
 	Quorum    bool

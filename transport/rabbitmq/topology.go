@@ -163,6 +163,9 @@ func validate(it transport.Topology) error {
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
 		}
+		if v.Quorum && v.Transient {
+			return fmt.Errorf("acemq: rabbitmq declare queue %q: a quorum queue is always durable; give Quorum or Transient, not both", v.Name)
+		}
 		for k, a := range v.Args {
 			if err := wire.CheckValue(a, 0); err != nil {
 				return fmt.Errorf("acemq: rabbitmq declare queue %q: argument %s: %w", v.Name, k, err)

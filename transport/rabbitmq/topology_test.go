@@ -69,6 +69,10 @@ func TestDeclareTransient(t *testing.T) {
 	if err := tr.Declare(ctxT(t), transport.Queue{Name: name, Transient: true}); err != nil {
 		t.Fatalf("transient redeclare: %v", err)
 	}
+	err := tr.Declare(ctxT(t), transport.Queue{Name: name + ".q", Quorum: true, Transient: true})
+	if err == nil || !strings.Contains(err.Error(), "always durable") {
+		t.Fatalf("a transient quorum queue = %v; want an error saying quorum queues are durable", err)
+	}
 }
 
 func TestInspectAndDeleteMissing(t *testing.T) {
