@@ -158,8 +158,16 @@ func (s *spreader) held() []int {
 	return slices.Clone(s.cur)
 }
 
+// membersQueue is {queue}.members: a transient classic queue, also under
+// quorum. RabbitMQ 3.10 counts a quorum queue's consumers from its state,
+// which keeps a subscription whose node is down (marked suspected) until
+// that node is back: the count said N+1 for as long as a killed node
+// stayed down, and the partitions of slot N had no holder. A classic queue
+// drops the subscriptions of a lost node at once, and a transient one is
+// forgotten with its own node, so the next tick declares it again on a
+// live node and the members subscribe again.
 func (s *spreader) membersQueue() transport.Queue {
-	return transport.Queue{Name: s.queue + ".members", Quorum: s.quorum}
+	return transport.Queue{Name: s.queue + ".members", Transient: true}
 }
 
 func (s *spreader) slotName(j int) string { return s.queue + ".slot." + strconv.Itoa(j) }

@@ -407,8 +407,10 @@ func TestSpreadRunRefuses(t *testing.T) {
 		})
 		t.Run("members queue of another kind", func(t *testing.T) {
 			q := spreadQueue(t, url)
+			// The members queue is a transient classic queue, also under
+			// quorum; a quorum one conflicts on every broker.
 			a := newSpreadInstance(t, url, q, "a", nil, true)
-			require.NoError(t, a.conn.Declare(ctxT(t), acemq.Queue{Name: q + ".members"}))
+			require.NoError(t, a.conn.Declare(ctxT(t), acemq.Queue{Name: q + ".members", Quorum: true}))
 			a.start(t)
 			err := a.wait(t)
 			require.ErrorIs(t, err, transport.ErrTopologyConflict)

@@ -129,11 +129,16 @@ type Exchange struct {
 
 // Queue is a durable queue. Quorum makes it a quorum queue; Args are the
 // broker arguments (x-message-ttl, x-dead-letter-exchange,
-// x-dead-letter-routing-key, x-delivery-limit, ...).
+// x-dead-letter-routing-key, x-delivery-limit, ...). Transient makes a
+// classic queue that does not survive its broker node (RabbitMQ: durable
+// false): when that node is lost the broker forgets the queue, so it can
+// be declared again on another node; an in-process broker ignores it. A
+// quorum queue cannot be Transient.
 type Queue struct {
-	Name   string
-	Quorum bool
-	Args   map[string]any
+	Name      string
+	Quorum    bool
+	Transient bool
+	Args      map[string]any
 }
 
 // Binding routes Exchange's messages with routing key Key to Queue.

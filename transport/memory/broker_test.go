@@ -106,6 +106,7 @@ func TestErrorsNameWhatFailed(t *testing.T) {
 		{"routing key without exchange", transport.Queue{Name: "q", Args: map[string]any{"x-dead-letter-routing-key": "k"}}},
 		{"bad queue type", transport.Queue{Name: "q", Args: map[string]any{"x-queue-type": "stream"}}},
 		{"quorum declared classic", transport.Queue{Name: "q", Quorum: true, Args: map[string]any{"x-queue-type": "classic"}}},
+		{"transient quorum", transport.Queue{Name: "q", Quorum: true, Transient: true}},
 		{"no name", transport.Queue{}},
 		{"reserved queue", transport.Queue{Name: "amq.mine"}},
 		{"reserved exchange", transport.Exchange{Name: "amq.mine"}},

@@ -40,6 +40,9 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 	bad := func(arg string, v any, want string) error {
 		return fmt.Errorf("acemq: queue %q: argument %s is %v (%T), want %s", q.Name, arg, v, v, want)
 	}
+	if q.Quorum && q.Transient {
+		return d, fmt.Errorf("acemq: queue %q: a quorum queue is always durable; give Quorum or Transient, not both", q.Name)
+	}
 	for k, v := range q.Args {
 		d.args[k] = v
 		switch k {

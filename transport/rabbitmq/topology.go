@@ -172,6 +172,9 @@ func validate(it transport.Topology) error {
 		if v.Name == "" {
 			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
 		}
+		if v.Quorum && v.Transient {
+			return fmt.Errorf("acemq: rabbitmq declare queue %q: a quorum queue is always durable; give Quorum or Transient, not both", v.Name)
+		}
 	case transport.Binding:
 		if v.Queue == "" {
 			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q: the binding names no queue", v.Exchange)
@@ -213,7 +216,7 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 			}
 			args["x-queue-type"] = amqp.QueueTypeQuorum
 		}
-		if _, err := ch.QueueDeclare(v.Name, true, false, false, false, args); err != nil {
+		if _, err := ch.QueueDeclare(v.Name, !v.Transient, false, false, false, args); err != nil {
 			return classify("declare", "queue", v.Name, err)
 		}
 	case transport.Binding:

@@ -52,6 +52,29 @@ func TestDeclareQuorumAndInspect(t *testing.T) {
 	}
 }
 
+// TestDeclareTransient: a Transient queue is declared not durable, so a
+// durable redeclaration of it conflicts, and the transient one again does
+// not.
+func TestDeclareTransient(t *testing.T) {
+	t.Parallel()
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	name := acemqtest.QueueName(t, "transient")
+	acemqtest.DeleteQueuesAfter(t, brokerURL(t), name)
+	if err := tr.Declare(ctxT(t), transport.Queue{Name: name, Transient: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Declare(ctxT(t), transport.Queue{Name: name}); !errors.Is(err, transport.ErrTopologyConflict) {
+		t.Fatalf("durable redeclare of a transient queue = %v; want ErrTopologyConflict", err)
+	}
+	if err := tr.Declare(ctxT(t), transport.Queue{Name: name, Transient: true}); err != nil {
+		t.Fatalf("transient redeclare: %v", err)
+	}
+	err := tr.Declare(ctxT(t), transport.Queue{Name: name + ".q", Quorum: true, Transient: true})
+	if err == nil || !strings.Contains(err.Error(), "always durable") {
+		t.Fatalf("a transient quorum queue = %v; want an error saying quorum queues are durable", err)
+	}
+}
+
 func TestInspectAndDeleteMissing(t *testing.T) {
 	t.Parallel()
 	tr := dial(t, brokerURL(t), rabbitmq.Config{})
