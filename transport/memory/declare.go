@@ -210,11 +210,6 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 	case kind != kindDirect && kind != kindTopic && kind != kindFanout && kind != kindHeaders && kind != kindConsistentHash:
 		return fmt.Errorf("acemq: exchange %q has unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", x.Name, x.Kind)
 	}
-	for k, v := range x.Args {
-		if err := wire.CheckValue(v, 0); err != nil { // as RabbitMQ's transport refuses it
-			return fmt.Errorf("acemq: exchange %q: argument %s: %w", x.Name, k, err)
-		}
-	}
 	var hash hashOn
 	if kind == kindConsistentHash {
 		var err error
