@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -229,7 +228,7 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 	if strings.HasPrefix(x.Name, "amq.") {
 		return fmt.Errorf("acemq: exchange name %q is reserved: the amq. prefix belongs to the broker", x.Name)
 	}
-	b.exchanges[x.Name] = &exchange{name: x.Name, kind: kind, args: maps.Clone(x.Args), hash: hash}
+	b.exchanges[x.Name] = &exchange{name: x.Name, kind: kind, hash: hash}
 	return nil
 }
 

@@ -25,8 +25,7 @@ const (
 // exchange routes messages to the queues and exchanges bound to it.
 type exchange struct {
 	name, kind string
-	args       map[string]any // as first declared, copied
-	hash       hashOn         // what a consistent-hash exchange hashes
+	hash       hashOn // what a consistent-hash exchange hashes
 	bindings   []binding
 	ring       []binding // a consistent-hash exchange's buckets; nil until built
 }
