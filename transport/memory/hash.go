@@ -109,58 +109,85 @@ func (ex *exchange) pickLocked(m *transport.Message) (binding, bool) {
 	if len(ring) == 0 {
 		return binding{}, false
 	}
-	v, ok := ex.hashValue(m)
+	h, ok := ex.hashLocked(m)
 	if !ok {
 		// The plugin hashes the absent value (Erlang's undefined) to a
 		// bucket that depends on the bucket count only; here it is bucket 0,
 		// the first destination bound.
 		return ring[0], true
 	}
-	return ring[jumpHash(hashOf(v), len(ring))], true
+	return ring[jumpHash(h, len(ring))], true
 }
 
-// hashValue returns the value ex hashes for m, or false when m lacks it.
-func (ex *exchange) hashValue(m *transport.Message) (any, bool) {
+// hashLocked returns the hash of the value ex hashes for m, or false when m
+// lacks it. The properties and the routing key hash as hashOf hashes a string
+// or an integer, without boxing them: this runs for every message.
+func (ex *exchange) hashLocked(m *transport.Message) (uint64, bool) {
 	switch ex.hash.from {
 	case hashHeader:
 		v, ok := m.Headers[ex.hash.name]
-		return v, ok && v != nil
+		if !ok || v == nil {
+			return 0, false
+		}
+		return hashOf(v), true
 	case hashProperty:
 		switch ex.hash.name {
 		case "message_id":
-			return m.MessageID, m.MessageID != ""
+			return fnv64a(fnvOffset, m.MessageID), m.MessageID != ""
 		case "correlation_id":
-			return m.CorrelationID, m.CorrelationID != ""
+			return fnv64a(fnvOffset, m.CorrelationID), m.CorrelationID != ""
 		default:
-			return m.Timestamp.Unix(), !m.Timestamp.IsZero()
+			return hashInt(m.Timestamp.Unix()), !m.Timestamp.IsZero()
 		}
 	}
-	return m.RoutingKey, true
+	return fnv64a(fnvOffset, m.RoutingKey), true
 }
 
 // hashOf returns a 64-bit FNV-1a hash of a header value. Strings and byte
 // slices hash by their bytes; integers of any width, and other values, by a
 // typed rendering, so that 7 and "7" land apart as they do on RabbitMQ.
 func hashOf(v any) uint64 {
-	h := fnv.New64a()
 	switch x := v.(type) {
 	case string:
-		_, _ = h.Write([]byte(x))
+		return fnv64a(fnvOffset, x)
 	case []byte:
-		_, _ = h.Write(x)
+		return fnv64a(fnvOffset, x)
 	case time.Time:
+		h := fnv.New64a()
 		_, _ = fmt.Fprintf(h, "\x00t%d", x.Unix())
-	default:
-		if n, ok := integer(v); ok {
-			var b [9]byte
-			b[0] = 'i'
-			binary.BigEndian.PutUint64(b[1:], uint64(n))
-			_, _ = h.Write(b[:])
-			break
-		}
-		_, _ = fmt.Fprintf(h, "\x00%T%v", v, v)
+		return h.Sum64()
 	}
+	if n, ok := integer(v); ok {
+		return hashInt(n)
+	}
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "\x00%T%v", v, v)
 	return h.Sum64()
+}
+
+// hashInt returns hashOf of an integer: the FNV-1a hash of 'i' and its eight
+// bytes, big-endian.
+func hashInt(n int64) uint64 {
+	var b [9]byte
+	b[0] = 'i'
+	binary.BigEndian.PutUint64(b[1:], uint64(n))
+	return fnv64a(fnvOffset, b[:])
+}
+
+// The 64-bit FNV-1a parameters, as in hash/fnv.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+// fnv64a adds the bytes of s to the 64-bit FNV-1a hash h, as hash/fnv's
+// Write does, without a hasher on the heap.
+func fnv64a[T string | []byte](h uint64, s T) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // integer returns v as an int64 when it is an integer of any Go type.
