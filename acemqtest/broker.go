@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -172,15 +171,11 @@ func missing(t testing.TB, reason string) {
 // probePostgres sends PostgreSQL's SSLRequest and expects its one-byte
 // answer ('S' or 'N'): enough to know a PostgreSQL server listens.
 func probePostgres(ctx context.Context, addr string) error {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, err := login.Dial(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
 	var req [8]byte
 	binary.BigEndian.PutUint32(req[0:4], 8)
 	binary.BigEndian.PutUint32(req[4:8], 80877103) // the SSLRequest code

@@ -26,15 +26,7 @@ func DialAMQP(ctx context.Context, rawURL string) (*amqp.Connection, error) {
 	for _, u := range urls.Split(rawURL) {
 		conn, err := amqp.DialConfig(u, amqp.Config{
 			Dial: func(network, addr string) (net.Conn, error) {
-				var d net.Dialer
-				c, err := d.DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				if dl, ok := ctx.Deadline(); ok {
-					_ = c.SetDeadline(dl)
-				}
-				return c, nil
+				return Dial(ctx, network, addr)
 			},
 		})
 		if err == nil {
@@ -43,4 +35,18 @@ func DialAMQP(ctx context.Context, rawURL string) (*amqp.Connection, error) {
 		errs = append(errs, errors.New(urls.Scrub(err.Error(), u)))
 	}
 	return nil, errors.Join(errs...)
+}
+
+// Dial connects to addr within ctx, and gives the connection ctx's
+// deadline, if any, so that what is said on it ends by then too.
+func Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	return c, nil
 }

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -44,15 +43,11 @@ func Postgres(ctx context.Context, rawURL string) error {
 	if database == "" {
 		database = user
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", u.Host)
+	c, err := Dial(ctx, "tcp", u.Host)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
 	s := &pgSession{w: c, r: bufio.NewReader(c)}
 	if err := s.startup(user, database, password); err != nil {
 		return err
