@@ -63,9 +63,10 @@ import (
 // Features describes where a transport under test may differ from the rest.
 // The zero value suits an in-process transport.
 type Features struct {
-	// QuorumQueues says the broker runs quorum queues: the suite then
-	// declares one and checks that a message nacked with requeue more often
-	// than its x-delivery-limit is dead-lettered.
+	// QuorumQueues says the broker runs quorum queues: the suite then also
+	// checks that a message nacked with requeue more often than a quorum
+	// queue's x-delivery-limit is dead-lettered, and runs its
+	// single-active-consumer and hand-over cases on quorum queues too.
 	QuorumQueues bool
 
 	// Timeout bounds each wait for something that must happen: a delivery,
