@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -56,9 +55,9 @@ func (e *env) withTable(fn func(table string) (measurement, error)) (measurement
 	return m, nil
 }
 
-// consumeAll runs cons until n messages were handled (done closes) and
-// measures it.
-func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}) (measurement, error) {
+// consumeAll runs cons until e.n messages were handled (done closes) and
+// measures it; it gives up after limit.
+func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}, limit time.Duration) (measurement, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	runErr := make(chan error, 1)
@@ -68,8 +67,8 @@ func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}) (m
 	case <-done:
 	case err := <-runErr:
 		return measurement{}, fmt.Errorf("the consumer stopped early: %v", err)
-	case <-time.After(10 * time.Minute):
-		return measurement{}, errors.New("the consumer took over 10 minutes")
+	case <-time.After(limit):
+		return measurement{}, fmt.Errorf("the consumer took over %.0f minutes", limit.Minutes())
 	}
 	b := e.meter.sample()
 	stop()
@@ -107,7 +106,7 @@ func acemqRowEach(concurrency int) scenarioFunc {
 			if err != nil {
 				return measurement{}, err
 			}
-			return e.consumeAll(cons, done)
+			return e.consumeAll(cons, done, 10*time.Minute)
 		})
 	}
 }
@@ -149,7 +148,7 @@ func acemqBatchStatement(concurrency int) scenarioFunc {
 			if err != nil {
 				return measurement{}, err
 			}
-			return e.consumeAll(cons, done)
+			return e.consumeAll(cons, done, 10*time.Minute)
 		})
 	}
 }
@@ -177,6 +176,6 @@ func acemqBatchNoop(concurrency int) scenarioFunc {
 		if err != nil {
 			return measurement{}, err
 		}
-		return e.consumeAll(cons, done)
+		return e.consumeAll(cons, done, 10*time.Minute)
 	}
 }
