@@ -82,15 +82,12 @@ func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}, li
 // given concurrency whose handler inserts one row per message.
 func acemqRowEach(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
+		c, err := e.preloadConnect(q)
+		if err != nil {
 			return measurement{}, err
 		}
+		defer c.Close()
 		return e.withTable(func(table string) (measurement, error) {
-			c, err := e.connect()
-			if err != nil {
-				return measurement{}, err
-			}
-			defer c.Close()
 			insert := "INSERT INTO " + table + " (message_id, order_id, note) VALUES ($1, $2, $3)"
 			var handled atomic.Int64
 			done := make(chan struct{})
@@ -115,15 +112,12 @@ func acemqRowEach(concurrency int) scenarioFunc {
 // (BatchSize 100) whose handler inserts each batch in one statement.
 func acemqBatchStatement(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
+		c, err := e.preloadConnect(q)
+		if err != nil {
 			return measurement{}, err
 		}
+		defer c.Close()
 		return e.withTable(func(table string) (measurement, error) {
-			c, err := e.connect()
-			if err != nil {
-				return measurement{}, err
-			}
-			defer c.Close()
 			var handled atomic.Int64
 			done := make(chan struct{})
 			// One statement for the whole batch: three arrays, unnested into rows.
@@ -157,10 +151,7 @@ func acemqBatchStatement(concurrency int) scenarioFunc {
 // (BatchSize 100) whose handler does nothing.
 func acemqBatchNoop(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
-			return measurement{}, err
-		}
-		c, err := e.connect()
+		c, err := e.preloadConnect(q)
 		if err != nil {
 			return measurement{}, err
 		}

@@ -20,6 +20,15 @@ func (e *env) connect() (*acemq.Conn, error) {
 	return e.connectChannels(0)
 }
 
+// preloadConnect fills q with e.n messages, then connects; the consuming
+// scenarios start with it.
+func (e *env) preloadConnect(q string) (*acemq.Conn, error) {
+	if err := e.preload(q); err != nil {
+		return nil, err
+	}
+	return e.connect()
+}
+
 // connectChannels connects with the RabbitMQ transport's defaults, or,
 // when channels is above zero, with that many publishing channels (the
 // transport dialled here and handed to the Conn).
@@ -110,10 +119,7 @@ func (e *env) sendAll(q string, channels int) (measurement, error) {
 // concurrency and prefetch (0: the default); the handler returns Done.
 func acemqConsume(concurrency, prefetch int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
-			return measurement{}, err
-		}
-		c, err := e.connect()
+		c, err := e.preloadConnect(q)
 		if err != nil {
 			return measurement{}, err
 		}
