@@ -47,13 +47,8 @@ func HandleBatch[T any](t *Tracing, queue string, h acemq.BatchHandler[T]) acemq
 		bctx, bspan := t.tracer.Start(ctx, batchName,
 			trace.WithSpanKind(trace.SpanKindConsumer),
 			trace.WithLinks(links...),
-			trace.WithAttributes(
-				systemRabbitMQ,
-				keyOperationType.String("process"),
-				keyOperationName.String("process"),
-				keyDestination.String(queue),
-				keyBatchCount.Int(len(batch)),
-			))
+			trace.WithAttributes(processAttributes(queue)...),
+			trace.WithAttributes(keyBatchCount.Int(len(batch))))
 		toBatch := trace.WithLinks(trace.Link{SpanContext: bspan.SpanContext()})
 		spans := make(map[*acemq.Envelope]trace.Span, len(batch))
 		for i, m := range batch {

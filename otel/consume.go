@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/acemq/acemq"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -37,12 +38,7 @@ func Handle[T any](t *Tracing, queue string, h acemq.Handler[T]) acemq.Handler[T
 func (t *Tracing) startProcess(ctx context.Context, name, queue string, env *acemq.Envelope, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	ctx, span := t.tracer.Start(ctx, name, append(opts,
 		trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			systemRabbitMQ,
-			keyOperationType.String("process"),
-			keyOperationName.String("process"),
-			keyDestination.String(queue),
-		))...)
+		trace.WithAttributes(processAttributes(queue)...))...)
 	if env != nil && span.IsRecording() {
 		span.SetAttributes(keyMessageID.String(env.ID), keyAttempt.Int(env.Attempt))
 		if env.CorrelationID != "" {
@@ -50,6 +46,17 @@ func (t *Tracing) startProcess(ctx context.Context, name, queue string, env *ace
 		}
 	}
 	return ctx, span
+}
+
+// processAttributes are the attributes every process span of queue has,
+// a message's or a batch's.
+func processAttributes(queue string) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		systemRabbitMQ,
+		keyOperationType.String("process"),
+		keyOperationName.String("process"),
+		keyDestination.String(queue),
+	}
 }
 
 // Middleware is Handle as an acemq.Middleware, for patterns.Chain. Put it

@@ -58,22 +58,13 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 	if *dbURL == "" {
 		*dbURL = c.getenv("ACEMQ_OUTBOX_DB")
 	}
-	db, dialect, err := openDB("outbox", *dbURL)
+	db, dialect, err := c.database(ctx, "outbox", *dbURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	fail := func(err error) error { // no password of the database's URL in the output
 		return fmt.Errorf("outbox: %s", scrub(err.Error(), *dbURL))
-	}
-	if c.timeout <= 0 {
-		return usagef("-timeout must be positive, not %s", c.timeout)
-	}
-	pctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err = db.PingContext(pctx)
-	cancel()
-	if err != nil {
-		return fail(err)
 	}
 	o, err := outbox.New(db, dialect, outbox.Table(*table))
 	if err != nil {
@@ -121,6 +112,28 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(tw, "(%d more; -n shows more)\n", dead-int64(len(rows)))
 	}
 	return tw.Flush()
+}
+
+// database opens the database rawURL names for the command cmd (outbox or
+// saga), as openDB does, and checks within -timeout that it answers; an
+// error of the driver names cmd and shows no password of rawURL.
+func (c *cli) database(ctx context.Context, cmd, rawURL string) (*sql.DB, outbox.Dialect, error) {
+	db, dialect, err := openDB(cmd, rawURL)
+	if err != nil {
+		return nil, 0, err
+	}
+	if c.timeout <= 0 {
+		_ = db.Close()
+		return nil, 0, usagef("-timeout must be positive, not %s", c.timeout)
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.timeout)
+	err = db.PingContext(pctx)
+	cancel()
+	if err != nil {
+		_ = db.Close()
+		return nil, 0, fmt.Errorf("%s: %s", cmd, scrub(err.Error(), rawURL))
+	}
+	return db, dialect, nil
 }
 
 // openDB opens the database rawURL names for the command cmd (outbox or

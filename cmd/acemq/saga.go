@@ -42,7 +42,7 @@ func runSaga(ctx context.Context, c *cli, args []string) error {
 	if *dbURL == "" {
 		*dbURL = c.getenv("ACEMQ_OUTBOX_DB")
 	}
-	db, dialect, err := openDB("saga", *dbURL)
+	db, dialect, err := c.database(ctx, "saga", *dbURL)
 	if err != nil {
 		return err
 	}
@@ -51,15 +51,6 @@ func runSaga(ctx context.Context, c *cli, args []string) error {
 	// package's errors say "saga:" already; the driver's do not.
 	fail := func(err error) error { return errors.New(scrub(err.Error(), *dbURL)) }
 	failDB := func(err error) error { return fmt.Errorf("saga: %s", scrub(err.Error(), *dbURL)) }
-	if c.timeout <= 0 {
-		return usagef("-timeout must be positive, not %s", c.timeout)
-	}
-	pctx, cancel := context.WithTimeout(ctx, c.timeout)
-	err = db.PingContext(pctx)
-	cancel()
-	if err != nil {
-		return failDB(err)
-	}
 	o, err := outbox.New(db, dialect)
 	if err != nil {
 		return failDB(err)

@@ -96,9 +96,15 @@ func run(ctx context.Context) error {
 		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- orders.Run(runCtx) }()
+	// finish stops the consumer and waits for Run: on every return, so no
+	// batch is still being written when the database closes.
+	finish := sync.OnceValue(func() error {
+		stop()
+		return <-done
+	})
+	defer finish()
 
 	batch := make([]OrderPlaced, total)
 	for i := range batch {
@@ -123,8 +129,7 @@ func run(ctx context.Context) error {
 			return errors.New("not every order settled in time")
 		}
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := finish(); err != nil {
 		return err
 	}
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -56,9 +55,9 @@ func (e *env) withTable(fn func(table string) (measurement, error)) (measurement
 	return m, nil
 }
 
-// consumeAll runs cons until n messages were handled (done closes) and
-// measures it.
-func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}) (measurement, error) {
+// consumeAll runs cons until e.n messages were handled (done closes) and
+// measures it; it gives up after limit.
+func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}, limit time.Duration) (measurement, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	runErr := make(chan error, 1)
@@ -68,8 +67,8 @@ func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}) (m
 	case <-done:
 	case err := <-runErr:
 		return measurement{}, fmt.Errorf("the consumer stopped early: %v", err)
-	case <-time.After(10 * time.Minute):
-		return measurement{}, errors.New("the consumer took over 10 minutes")
+	case <-time.After(limit):
+		return measurement{}, fmt.Errorf("the consumer took over %.0f minutes", limit.Minutes())
 	}
 	b := e.meter.sample()
 	stop()
@@ -83,15 +82,12 @@ func (e *env) consumeAll(cons *acemq.Consumer[payload], done <-chan struct{}) (m
 // given concurrency whose handler inserts one row per message.
 func acemqRowEach(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
+		c, err := e.preloadConnect(q)
+		if err != nil {
 			return measurement{}, err
 		}
+		defer c.Close()
 		return e.withTable(func(table string) (measurement, error) {
-			c, err := e.connect()
-			if err != nil {
-				return measurement{}, err
-			}
-			defer c.Close()
 			insert := "INSERT INTO " + table + " (message_id, order_id, note) VALUES ($1, $2, $3)"
 			var handled atomic.Int64
 			done := make(chan struct{})
@@ -107,7 +103,7 @@ func acemqRowEach(concurrency int) scenarioFunc {
 			if err != nil {
 				return measurement{}, err
 			}
-			return e.consumeAll(cons, done)
+			return e.consumeAll(cons, done, 10*time.Minute)
 		})
 	}
 }
@@ -116,15 +112,12 @@ func acemqRowEach(concurrency int) scenarioFunc {
 // (BatchSize 100) whose handler inserts each batch in one statement.
 func acemqBatchStatement(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
+		c, err := e.preloadConnect(q)
+		if err != nil {
 			return measurement{}, err
 		}
+		defer c.Close()
 		return e.withTable(func(table string) (measurement, error) {
-			c, err := e.connect()
-			if err != nil {
-				return measurement{}, err
-			}
-			defer c.Close()
 			var handled atomic.Int64
 			done := make(chan struct{})
 			// One statement for the whole batch: three arrays, unnested into rows.
@@ -149,7 +142,7 @@ func acemqBatchStatement(concurrency int) scenarioFunc {
 			if err != nil {
 				return measurement{}, err
 			}
-			return e.consumeAll(cons, done)
+			return e.consumeAll(cons, done, 10*time.Minute)
 		})
 	}
 }
@@ -158,10 +151,7 @@ func acemqBatchStatement(concurrency int) scenarioFunc {
 // (BatchSize 100) whose handler does nothing.
 func acemqBatchNoop(concurrency int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
-			return measurement{}, err
-		}
-		c, err := e.connect()
+		c, err := e.preloadConnect(q)
 		if err != nil {
 			return measurement{}, err
 		}
@@ -177,6 +167,6 @@ func acemqBatchNoop(concurrency int) scenarioFunc {
 		if err != nil {
 			return measurement{}, err
 		}
-		return e.consumeAll(cons, done)
+		return e.consumeAll(cons, done, 10*time.Minute)
 	}
 }

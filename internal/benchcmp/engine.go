@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -19,6 +18,15 @@ import (
 
 func (e *env) connect() (*acemq.Conn, error) {
 	return e.connectChannels(0)
+}
+
+// preloadConnect fills q with e.n messages, then connects; the consuming
+// scenarios start with it.
+func (e *env) preloadConnect(q string) (*acemq.Conn, error) {
+	if err := e.preload(q); err != nil {
+		return nil, err
+	}
+	return e.connect()
 }
 
 // connectChannels connects with the RabbitMQ transport's defaults, or,
@@ -111,10 +119,7 @@ func (e *env) sendAll(q string, channels int) (measurement, error) {
 // concurrency and prefetch (0: the default); the handler returns Done.
 func acemqConsume(concurrency, prefetch int) scenarioFunc {
 	return func(e *env, q string) (measurement, error) {
-		if err := e.preload(q); err != nil {
-			return measurement{}, err
-		}
-		c, err := e.connect()
+		c, err := e.preloadConnect(q)
 		if err != nil {
 			return measurement{}, err
 		}
@@ -130,24 +135,7 @@ func acemqConsume(concurrency, prefetch int) scenarioFunc {
 		if err != nil {
 			return measurement{}, err
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
-		runErr := make(chan error, 1)
-		a := e.meter.sample()
-		go func() { runErr <- cons.Run(ctx) }()
-		select {
-		case <-done:
-		case err := <-runErr:
-			return measurement{}, fmt.Errorf("the consumer stopped early: %v", err)
-		case <-time.After(5 * time.Minute):
-			return measurement{}, errors.New("the consumer took over 5 minutes")
-		}
-		b := e.meter.sample()
-		stop()
-		if err := <-runErr; err != nil {
-			return measurement{}, err
-		}
-		return between(a, b, e.n), nil
+		return e.consumeAll(cons, done, 5*time.Minute)
 	}
 }
 

@@ -43,24 +43,7 @@ func acemqOrdered(partitions, concurrency, keys int) scenarioFunc {
 				return measurement{}, err
 			}
 		}
-		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
-		runErr := make(chan error, 1)
-		a := e.meter.sample()
-		go func() { runErr <- cons.Run(ctx) }()
-		select {
-		case <-done:
-		case err := <-runErr:
-			return measurement{}, fmt.Errorf("the consumer stopped early: %v", err)
-		case <-time.After(5 * time.Minute):
-			return measurement{}, errors.New("the consumer took over 5 minutes")
-		}
-		b := e.meter.sample()
-		stop()
-		if err := <-runErr; err != nil {
-			return measurement{}, err
-		}
-		return between(a, b, e.n), nil
+		return e.consumeAll(cons, done, 5*time.Minute)
 	}
 }
 
