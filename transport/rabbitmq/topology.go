@@ -41,14 +41,20 @@ func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Ch
 				return errClosed(op)
 			}
 		}
-		stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-		err = fn(ch)
-		if !stop() && err != nil {
-			return errors.Join(ctxError(op, ctx), err)
-		}
-		_ = ch.Close()
-		return err
+		return runOnChannel(ctx, op, ch, fn)
 	}
+}
+
+// runOnChannel runs fn on ch and closes ch after; ctx ending closes ch
+// under fn's calls, and an error they then return is joined with ctx's.
+func runOnChannel(ctx context.Context, op string, ch *amqp.Channel, fn func(*amqp.Channel) error) error {
+	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
+	err := fn(ch)
+	if !stop() && err != nil {
+		return errors.Join(ctxError(op, ctx), err)
+	}
+	_ = ch.Close()
+	return err
 }
 
 // Declare creates exchanges, queues and bindings, durable, in the order
