@@ -86,10 +86,7 @@ func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, 
 	if err := wire.CheckMessage(m); err != nil {
 		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", clip(m.Exchange), clip(m.RoutingKey), err)
 	}
-	headers, err := wire.ToTable(m.Headers)
-	if err != nil { // CheckMessage refused these already
-		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
-	}
+	headers := wire.TableOf(m.Headers) // CheckMessage checked them
 	return &pubReq{
 		ctx:      ctx,
 		exchange: m.Exchange,
