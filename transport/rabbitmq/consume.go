@@ -96,9 +96,6 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 			return err
 		}
 		cc, deliveries, closes, err := t.startConsumer(ctx, s, queue, prefetch)
-		if cc != nil {
-			cc.handOver = handOver
-		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -117,6 +114,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 			}
 			continue
 		}
+		cc.handOver = handOver
 		first, failures = false, 0
 		st.set(true, nil)
 		ended, err := t.runConsumer(ctx, cc, deliveries, closes, handle)
