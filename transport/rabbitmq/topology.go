@@ -155,7 +155,7 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 // declare.
 func validate(it transport.Topology) error {
 	if err := wire.CheckTopology(it); err != nil {
-		return fmt.Errorf("acemq: rabbitmq declare %s: %w", describe(it), err)
+		return fmt.Errorf("acemq: rabbitmq declare %s: %w", wire.Describe(it), err)
 	}
 	switch v := it.(type) {
 	case transport.Exchange:
