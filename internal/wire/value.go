@@ -180,11 +180,22 @@ func ToTable(h map[string]any) (amqp.Table, error) {
 	if err := CheckHeaders(h, MaxEntries); err != nil {
 		return nil, err
 	}
+	return TableOf(h), nil
+}
+
+// TableOf is [ToTable] without the check, for a table its caller has
+// already checked (with [CheckMessage], say): a publish walks its headers
+// once, not twice. What it does with a value the check refuses is
+// unspecified. An empty h gives nil.
+func TableOf(h map[string]any) amqp.Table {
+	if len(h) == 0 {
+		return nil
+	}
 	t := make(amqp.Table, len(h))
 	for k, v := range h {
 		t[k] = toField(v)
 	}
-	return t, nil
+	return t
 }
 
 func toField(v any) any {

@@ -96,9 +96,6 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 			return err
 		}
 		cc, deliveries, closes, err := t.startConsumer(ctx, s, queue, prefetch)
-		if cc != nil {
-			cc.handOver = handOver
-		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -117,6 +114,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 			}
 			continue
 		}
+		cc.handOver = handOver
 		first, failures = false, 0
 		st.set(true, nil)
 		ended, err := t.runConsumer(ctx, cc, deliveries, closes, handle)
@@ -225,6 +223,23 @@ func (t *Transport) drain(cc *consumerChannel, closes chan *amqp.Error) (bool, e
 		_ = cc.ch.Close()
 		return true, nil
 	}
+	return t.settleAndClose(cc, closes, "stopped")
+}
+
+// handOver ends a ConsumeHandOver: it leaves the consumer subscribed and
+// the deliveries the broker sends meanwhile unread, waits for the
+// application to settle or release what it was handed, sends the last
+// acks, and closes the channel, which requeues the rest in order.
+func (t *Transport) handOver(cc *consumerChannel, closes chan *amqp.Error) (bool, error) {
+	return t.settleAndClose(cc, closes, "handed-over")
+}
+
+// settleAndClose waits until every delivery cc handed out is settled (or
+// released), flushing settlements as they come, sends the last acks and
+// closes the channel; it stops waiting when the channel dies or the
+// transport closes. what names the consumer in the warning a failed last
+// flush logs. It always reports the consumer ended.
+func (t *Transport) settleAndClose(cc *consumerChannel, closes chan *amqp.Error, what string) (bool, error) {
 	for cc.unsettled() > 0 {
 		select {
 		case <-cc.wake:
@@ -243,35 +258,7 @@ func (t *Transport) drain(cc *consumerChannel, closes chan *amqp.Error) (bool, e
 	if err := cc.flush(); err != nil {
 		// The broker redelivers what these acks covered: handled again,
 		// not lost.
-		t.log.Warn("acemq: rabbitmq sending the last acks of a stopped consumer failed", "queue", cc.queue, "err", t.scrub(err))
-	}
-	cc.kill()
-	_ = cc.ch.Close()
-	return true, nil
-}
-
-// handOver ends a ConsumeHandOver: it leaves the consumer subscribed and
-// the deliveries the broker sends meanwhile unread, waits for the
-// application to settle or release what it was handed, sends the last
-// acks, and closes the channel, which requeues the rest in order.
-func (t *Transport) handOver(cc *consumerChannel, closes chan *amqp.Error) (bool, error) {
-	for cc.unsettled() > 0 {
-		select {
-		case <-cc.wake:
-			if err := cc.flush(); err != nil {
-				_ = cc.end(closes)
-				return true, nil
-			}
-		case <-closes:
-			cc.kill()
-			return true, nil
-		case <-t.closing:
-			cc.kill()
-			return true, nil
-		}
-	}
-	if err := cc.flush(); err != nil {
-		t.log.Warn("acemq: rabbitmq sending the last acks of a handed-over consumer failed", "queue", cc.queue, "err", t.scrub(err))
+		t.log.Warn("acemq: rabbitmq sending the last acks of a "+what+" consumer failed", "queue", cc.queue, "err", t.scrub(err))
 	}
 	cc.kill()
 	_ = cc.ch.Close()

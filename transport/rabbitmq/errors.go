@@ -10,7 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq/internal/errtext"
-	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -99,10 +98,3 @@ func names(err error, name string) bool {
 func stamp(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
-
-// describe and clip name a topology item and shorten an overlong name for
-// an error; internal/wire holds them for both transports.
-var (
-	describe = wire.Describe
-	clip     = wire.Clip
-)

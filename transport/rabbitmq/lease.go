@@ -121,13 +121,7 @@ func (t *Transport) withSession(ctx context.Context, s *session, op string, fn f
 	if err != nil {
 		return fmt.Errorf("the connection is gone: %w", t.scrub(err))
 	}
-	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-	err = fn(ch)
-	if !stop() && err != nil {
-		return errors.Join(ctxError(op, ctx), err)
-	}
-	_ = ch.Close()
-	return err
+	return runOnChannel(ctx, op, ch, fn)
 }
 
 // Lost is closed once the lease ended without Release: its connection is

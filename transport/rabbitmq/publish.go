@@ -84,12 +84,9 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 
 func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
 	if err := wire.CheckMessage(m); err != nil {
-		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", clip(m.Exchange), clip(m.RoutingKey), err)
+		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", wire.Clip(m.Exchange), wire.Clip(m.RoutingKey), err)
 	}
-	headers, err := wire.ToTable(m.Headers)
-	if err != nil { // CheckMessage refused these already
-		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: headers: %w", m.Exchange, m.RoutingKey, err)
-	}
+	headers := wire.TableOf(m.Headers) // CheckMessage checked them
 	return &pubReq{
 		ctx:      ctx,
 		exchange: m.Exchange,
