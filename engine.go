@@ -384,13 +384,24 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Context, *delivery, route) {
 	env, perr := parseEnvelope(&d.Message)
 	ds := &delivery{Context: ctx, env: env}
-	ctx = ds
+	r, v := e.screen(ds, d, perr)
+	if r == nil {
+		e.settle(ds, d, ds, v, -1)
+	}
+	return ds, ds, r
+}
 
+// screen runs the consume interceptors and the checks on a delivery whose
+// envelope ds holds (perr is what parsing it said) and picks its route.
+// The route is nil when the delivery goes no further; the verdict then
+// says where it goes. An interceptor's envelope replaces ds.env.
+func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, verdict) {
+	env := ds.env
 	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
 		// The context is the interceptors' to keep (a WhenSettled closure
 		// may hold it): it is never reused.
 		cc := &ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
-		reason := runConsumeChain(ctx, chain, cc)
+		reason := runConsumeChain(ds, chain, cc)
 		if cc.Envelope != nil {
 			env, ds.env = cc.Envelope, cc.Envelope
 		}
@@ -398,22 +409,18 @@ func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Con
 			env.Headers = make(map[string]any)
 		}
 		if reason != "" {
-			e.settle(ctx, d, ds, verdict{outcome: OutcomeDeadLettered, reason: reason}, -1)
-			return ctx, ds, nil
+			return nil, verdict{outcome: OutcomeDeadLettered, reason: reason}
 		}
 	}
 	if perr != nil {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}
 	}
 	if len(d.Body) > e.cfg.maxBody {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}
 	}
 	r, reason := e.pick(env.Type)
 	if r == nil {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: reason}
 	}
-	return ctx, ds, r
+	return r, verdict{}
 }
