@@ -190,8 +190,11 @@ func (e *engine) topology() []Topology {
 }
 
 // ladder is every queue a delivery of this engine can be moved to, and the
-// queue itself first.
+// queue itself first (for Ordered, orderedLadder).
 func (e *engine) ladder() []string {
+	if e.cfg.order != nil {
+		return e.orderedLadder()
+	}
 	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
 	for _, d := range e.tiers {
 		names = append(names, RetryQueue(e.queue, d))
@@ -202,11 +205,10 @@ func (e *engine) ladder() []string {
 // checkLadder looks, passively, for the queue and its ladder queues, and
 // fails naming the ones that do not exist. It is what NoDeclare does at Run
 // instead of declaring: without it a move to a missing queue would fail
-// and come back for as long as the consumer runs.
+// and come back for as long as the consumer runs. With Ordered the ladder
+// is the partitions, .dlq, .parked and {queue}.blocked, and another
+// partition count on the broker fails too.
 func (e *engine) checkLadder(ctx context.Context) error {
-	if e.cfg.order != nil {
-		return e.checkOrderedLadder(ctx)
-	}
 	var missing []string
 	for _, name := range e.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)
@@ -218,8 +220,15 @@ func (e *engine) checkLadder(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("acemq: %s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
-			e.who, e.queue, strings.Join(missing, ", "))
+		ordered := ""
+		if e.cfg.order != nil {
+			ordered = "ordered "
+		}
+		return fmt.Errorf("acemq: %s%s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
+			ordered, e.who, e.queue, strings.Join(missing, ", "))
+	}
+	if e.cfg.order != nil {
+		return e.checkPartitionCount(ctx) // and no partition beyond the count
 	}
 	return nil
 }
