@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -249,11 +248,4 @@ func keyOf(h map[string]any) string {
 		return string(k)
 	}
 	return ""
-}
-
-// sortedInts returns a sorted copy of s.
-func sortedInts(s []int) []int {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }
