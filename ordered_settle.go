@@ -149,7 +149,7 @@ func (o *orderedRun) hold(ctx context.Context, it *item) {
 func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 	e := o.e
 	if !e.cfg.order.BlockOnFailure || it.key == "" || !o.reg.isBlocked(it.key) {
-		_ = it.d.Ack() // nothing blocked here: a release repeated, or for another consumer
+		o.ackControl(it) // nothing blocked here: a release repeated, or for another consumer
 		return
 	}
 	q := heldQueue(e.queue, it.key)
@@ -186,7 +186,7 @@ func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 		if sub.blocked {
 			e.conn.cfg.logger.Warn("acemq: a held message failed for good; its key is blocked again",
 				"queue", e.queue, "key", it.key, "id", d.MessageID, "released", drained)
-			_ = it.d.Ack()
+			o.ackControl(it)
 			return
 		}
 		drained++
@@ -201,5 +201,15 @@ func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 		return
 	}
 	e.conn.cfg.logger.Info("acemq: a blocked key was released", "queue", e.queue, "key", it.key, "handled", drained)
-	_ = it.d.Ack()
+	o.ackControl(it)
+}
+
+// ackControl acks a release's control message, logging a failure: the
+// broker delivers it again, and a release of a key no longer blocked is
+// acked at once.
+func (o *orderedRun) ackControl(it *item) {
+	if err := it.d.Ack(); err != nil {
+		o.e.conn.cfg.logger.Warn("acemq: acking a release of a key failed; the broker will deliver it again",
+			"queue", o.e.queue, "key", it.key, "error", err)
+	}
 }
