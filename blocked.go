@@ -95,28 +95,21 @@ func (r *registry) count(holds func(int) bool) int {
 }
 
 // load reads the registry afresh.
-func (r *registry) load(ctx context.Context) error {
-	return r.change(ctx, func(map[string][]transport.Delivery) (*marker, string, error) { return nil, "", nil })
-}
+func (r *registry) load(ctx context.Context) error { return r.change(ctx, nil, "") }
 
 // block records key as blocked by message id for reason, replacing what
 // the registry had for it.
 func (r *registry) block(ctx context.Context, key, id, reason string, partition int) error {
-	return r.change(ctx, func(map[string][]transport.Delivery) (*marker, string, error) {
-		m := marker{BlockedKey: BlockedKey{Key: key, MessageID: id, Reason: reason, Since: time.Now().UTC()}, partition: partition}
-		return &m, key, nil
-	})
+	return r.change(ctx, &marker{BlockedKey: BlockedKey{Key: key, MessageID: id, Reason: reason}, partition: partition}, "")
 }
 
 // unblock removes key's marker.
-func (r *registry) unblock(ctx context.Context, key string) error {
-	return r.change(ctx, func(map[string][]transport.Delivery) (*marker, string, error) { return nil, key, nil })
-}
+func (r *registry) unblock(ctx context.Context, key string) error { return r.change(ctx, nil, key) }
 
-// change reads every marker under the lock, publishes add (confirmed)
-// when given, then removes the markers of drop and puts the others back,
-// and keeps what the registry now holds.
-func (r *registry) change(ctx context.Context, decide func(map[string][]transport.Delivery) (add *marker, drop string, err error)) error {
+// change reads every marker under the lock, publishes add (confirmed,
+// Since stamped now) when given, then removes the markers of drop and puts
+// the others back, and keeps what the registry now holds.
+func (r *registry) change(ctx context.Context, add *marker, drop string) error {
 	r.op.Lock()
 	defer r.op.Unlock()
 	return r.locked(ctx, func() error {
@@ -154,11 +147,8 @@ func (r *registry) change(ctx context.Context, decide func(map[string][]transpor
 				keys[m.Key] = m
 			}
 		}
-		add, drop, err := decide(found)
-		if err != nil {
-			return err
-		}
 		if add != nil {
+			add.Since = time.Now().UTC()
 			if err := r.conn.t.Publish(ctx, add.message(r.queue)); err != nil {
 				return wrapf("recording blocked key %q of %q: %w", add.Key, r.queue, err)
 			}

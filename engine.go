@@ -190,8 +190,11 @@ func (e *engine) topology() []Topology {
 }
 
 // ladder is every queue a delivery of this engine can be moved to, and the
-// queue itself first.
+// queue itself first (for Ordered, orderedLadder).
 func (e *engine) ladder() []string {
+	if e.cfg.order != nil {
+		return e.orderedLadder()
+	}
 	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
 	for _, d := range e.tiers {
 		names = append(names, RetryQueue(e.queue, d))
@@ -202,11 +205,10 @@ func (e *engine) ladder() []string {
 // checkLadder looks, passively, for the queue and its ladder queues, and
 // fails naming the ones that do not exist. It is what NoDeclare does at Run
 // instead of declaring: without it a move to a missing queue would fail
-// and come back for as long as the consumer runs.
+// and come back for as long as the consumer runs. With Ordered the ladder
+// is the partitions, .dlq, .parked and {queue}.blocked, and another
+// partition count on the broker fails too.
 func (e *engine) checkLadder(ctx context.Context) error {
-	if e.cfg.order != nil {
-		return e.checkOrderedLadder(ctx)
-	}
 	var missing []string
 	for _, name := range e.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)
@@ -218,8 +220,15 @@ func (e *engine) checkLadder(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("acemq: %s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
-			e.who, e.queue, strings.Join(missing, ", "))
+		ordered := ""
+		if e.cfg.order != nil {
+			ordered = "ordered "
+		}
+		return fmt.Errorf("acemq: %s%s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
+			ordered, e.who, e.queue, strings.Join(missing, ", "))
+	}
+	if e.cfg.order != nil {
+		return e.checkPartitionCount(ctx) // and no partition beyond the count
 	}
 	return nil
 }
@@ -384,13 +393,24 @@ func (e *engine) process(ctx context.Context, d transport.Delivery) {
 func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Context, *delivery, route) {
 	env, perr := parseEnvelope(&d.Message)
 	ds := &delivery{Context: ctx, env: env}
-	ctx = ds
+	r, v := e.screen(ds, d, perr)
+	if r == nil {
+		e.settle(ds, d, ds, v, -1)
+	}
+	return ds, ds, r
+}
 
+// screen runs the consume interceptors and the checks on a delivery whose
+// envelope ds holds (perr is what parsing it said) and picks its route.
+// The route is nil when the delivery goes no further; the verdict then
+// says where it goes. An interceptor's envelope replaces ds.env.
+func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, verdict) {
+	env := ds.env
 	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
 		// The context is the interceptors' to keep (a WhenSettled closure
 		// may hold it): it is never reused.
 		cc := &ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
-		reason := runConsumeChain(ctx, chain, cc)
+		reason := runConsumeChain(ds, chain, cc)
 		if cc.Envelope != nil {
 			env, ds.env = cc.Envelope, cc.Envelope
 		}
@@ -398,22 +418,18 @@ func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Con
 			env.Headers = make(map[string]any)
 		}
 		if reason != "" {
-			e.settle(ctx, d, ds, verdict{outcome: OutcomeDeadLettered, reason: reason}, -1)
-			return ctx, ds, nil
+			return nil, verdict{outcome: OutcomeDeadLettered, reason: reason}
 		}
 	}
 	if perr != nil {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}
 	}
 	if len(d.Body) > e.cfg.maxBody {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}
 	}
 	r, reason := e.pick(env.Type)
 	if r == nil {
-		e.settle(ctx, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
-		return ctx, ds, nil
+		return nil, verdict{outcome: OutcomeParked, reason: reason}
 	}
-	return ctx, ds, r
+	return r, verdict{}
 }

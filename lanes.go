@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -189,11 +190,7 @@ func (o *orderedRun) holds(i int) bool {
 func (o *orderedRun) heldNow() []int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]int, 0, len(o.held))
-	for i := range o.held {
-		out = append(out, i)
-	}
-	return sortedInts(out)
+	return slices.Sorted(maps.Keys(o.held))
 }
 
 // arrive takes a delivery of partition p into its key's lane. The first

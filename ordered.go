@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -126,13 +125,15 @@ func (e *engine) orderedTopology() []Topology {
 	return t
 }
 
-// orderedLadder is every queue an ordered engine takes from or moves to.
+// orderedLadder is every queue an ordered engine takes from or moves to
+// that NoDeclare expects to find ({queue}.members is declared by the
+// spreading).
 func (e *engine) orderedLadder() []string {
 	var names []string
 	for i := range e.cfg.order.Partitions {
 		names = append(names, PartitionQueue(e.queue, i))
 	}
-	return append(names, DeadLetterQueue(e.queue), ParkingQueue(e.queue), membersQueue(e.queue), blockedQueue(e.queue))
+	return append(names, DeadLetterQueue(e.queue), ParkingQueue(e.queue), blockedQueue(e.queue))
 }
 
 // declareOrdered checks that the broker has no other partition count for
@@ -216,30 +217,6 @@ func (e *engine) checkPartitionCount(ctx context.Context) error {
 		e.who, e.queue, p, n, PartitionQueue(e.queue, 0), PartitionQueue(e.queue, n-1), n, e.queue)
 }
 
-// checkOrderedLadder is checkLadder for NoDeclare and Ordered: the
-// partitions, .dlq, .parked and the registry must exist, and no partition
-// beyond the count.
-func (e *engine) checkOrderedLadder(ctx context.Context) error {
-	var missing []string
-	for _, name := range e.orderedLadder() {
-		if name == membersQueue(e.queue) {
-			continue // the spreading declares it
-		}
-		_, err := e.conn.t.Inspect(ctx, name)
-		switch {
-		case errors.Is(err, transport.ErrNotFound):
-			missing = append(missing, name)
-		case err != nil:
-			return wrapf("%s of %q: looking for queue %q: %w", e.who, e.queue, name, err)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("acemq: ordered %s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
-			e.who, e.queue, strings.Join(missing, ", "))
-	}
-	return e.checkPartitionCount(ctx)
-}
-
 // Partitions returns the partitions this instance holds now, in order:
 // none before Run or after it returned, and none for a consumer that is
 // not Ordered.
@@ -271,11 +248,4 @@ func keyOf(h map[string]any) string {
 		return string(k)
 	}
 	return ""
-}
-
-// sortedInts returns a sorted copy of s.
-func sortedInts(s []int) []int {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
 }

@@ -1,12 +1,10 @@
 package acemq
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -24,33 +22,12 @@ func (o *orderedRun) handle(ctx context.Context, it *item, d transport.Delivery)
 		env.Attempt, env.Error = it.attempt, it.lastErr
 	}
 	ds := &delivery{Context: ctx, env: env}
-	ctx = ds
-
-	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
-		cc := &ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
-		reason := runConsumeChain(ctx, chain, cc)
-		if cc.Envelope != nil {
-			env, ds.env = cc.Envelope, cc.Envelope
-		}
-		if env.Headers == nil {
-			env.Headers = make(map[string]any)
-		}
-		if reason != "" {
-			return o.settle(ctx, it, d, ds, verdict{outcome: OutcomeDeadLettered, reason: reason}, -1)
-		}
-	}
-	if perr != nil {
-		return o.settle(ctx, it, d, ds, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}, -1)
-	}
-	if len(d.Body) > e.cfg.maxBody {
-		return o.settle(ctx, it, d, ds, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}, -1)
-	}
-	r, reason := e.pick(env.Type)
+	r, v := e.screen(ds, d, perr)
 	if r == nil {
-		return o.settle(ctx, it, d, ds, verdict{outcome: OutcomeParked, reason: reason}, -1)
+		return o.settle(ds, it, d, ds, v, -1)
 	}
-	v, seconds := r.serve(ctx, e, d, env)
-	return o.settle(ctx, it, d, ds, v, seconds)
+	v, seconds := r.serve(ds, e, d, ds.env)
+	return o.settle(ds, it, d, ds, v, seconds)
 }
 
 // settle carries out a verdict of an ordered engine. A retry is recorded
@@ -172,7 +149,7 @@ func (o *orderedRun) hold(ctx context.Context, it *item) {
 func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 	e := o.e
 	if !e.cfg.order.BlockOnFailure || it.key == "" || !o.reg.isBlocked(it.key) {
-		_ = it.d.Ack() // nothing blocked here: a release repeated, or for another consumer
+		o.ackControl(it) // nothing blocked here: a release repeated, or for another consumer
 		return
 	}
 	q := heldQueue(e.queue, it.key)
@@ -209,7 +186,7 @@ func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 		if sub.blocked {
 			e.conn.cfg.logger.Warn("acemq: a held message failed for good; its key is blocked again",
 				"queue", e.queue, "key", it.key, "id", d.MessageID, "released", drained)
-			_ = it.d.Ack()
+			o.ackControl(it)
 			return
 		}
 		drained++
@@ -224,5 +201,15 @@ func (o *orderedRun) releaseKey(ctx context.Context, it *item) {
 		return
 	}
 	e.conn.cfg.logger.Info("acemq: a blocked key was released", "queue", e.queue, "key", it.key, "handled", drained)
-	_ = it.d.Ack()
+	o.ackControl(it)
+}
+
+// ackControl acks a release's control message, logging a failure: the
+// broker delivers it again, and a release of a key no longer blocked is
+// acked at once.
+func (o *orderedRun) ackControl(it *item) {
+	if err := it.d.Ack(); err != nil {
+		o.e.conn.cfg.logger.Warn("acemq: acking a release of a key failed; the broker will deliver it again",
+			"queue", o.e.queue, "key", it.key, "error", err)
+	}
 }

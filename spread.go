@@ -225,11 +225,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 	if err := s.declare(ctx, st); err != nil {
 		return err
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.member(memberCtx, fatal)
-	}()
+	wg.Go(func() { s.member(memberCtx, fatal) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -273,15 +269,13 @@ func (s *spreader) tickBounded(ctx context.Context, st *slotState) error {
 	if st.lease != nil {
 		lost, done := st.lease.Lost(), make(chan struct{})
 		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			select {
 			case <-lost:
 				cancel()
 			case <-done:
 			}
-		}()
+		})
 		defer wg.Wait()
 		defer close(done)
 	}
