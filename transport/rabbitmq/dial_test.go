@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )
@@ -269,6 +271,79 @@ func TestHealthNamesTheNode(t *testing.T) {
 	}
 	a.start()
 	eventually(t, 15*time.Second, "reconnected", func() bool { return tr.Health(ctxT(t)) == nil })
+}
+
+// TestAckAfterNackIsSentAgain: on a channel that nacked a publish, the
+// publishes to the same destination it acks afterwards are sent again on
+// the fresh channel (RabbitMQ 3.10 was seen to ack and drop such publishes
+// to a quorum queue electing a leader); others are not. A batch of one
+// publish through a direct exchange to a full reject-publish queue, 50
+// through the same exchange to another queue and 50 by the default
+// exchange to a third: all 100 arrive, and only the first 50 twice.
+func TestAckAfterNackIsSentAgain(t *testing.T) {
+	tr := dial(t, brokerURL(t), rabbitmq.Config{})
+	full := queue(t, tr, "nack-then-ack-full", map[string]any{"x-max-length": int64(1), "x-overflow": "reject-publish"})
+	same := queue(t, tr, "nack-then-ack-same", nil)
+	elsewhere := queue(t, tr, "nack-then-ack-elsewhere", nil)
+	ex := acemqtest.QueueName(t, "nack-then-ack")
+	t.Cleanup(func() { _ = deleteExchange(brokerURL(t), ex) })
+	if err := tr.Declare(ctxT(t), transport.Exchange{Name: ex, Kind: "direct"},
+		transport.Binding{Exchange: ex, Key: "full", Queue: full},
+		transport.Binding{Exchange: ex, Key: "same", Queue: same}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Publish(ctxT(t), transport.Message{Exchange: ex, RoutingKey: "full", MessageID: "first"}); err != nil {
+		t.Fatalf("the first publish: %v", err)
+	}
+	ms := []transport.Message{{Exchange: ex, RoutingKey: "full", MessageID: "refused"}}
+	for i := range 50 {
+		ms = append(ms, transport.Message{Exchange: ex, RoutingKey: "same", MessageID: fmt.Sprintf("s%d", i)})
+	}
+	for i := range 50 {
+		ms = append(ms, transport.Message{RoutingKey: elsewhere, MessageID: fmt.Sprintf("e%d", i)})
+	}
+	errs := tr.PublishBatch(ctxT(t), ms)
+	if !errors.Is(errs[0], transport.ErrNacked) {
+		t.Fatalf("the publish to the full queue = %v; want ErrNacked", errs[0])
+	}
+	for i, err := range errs[1:] {
+		if err != nil {
+			t.Fatalf("publish %s: %v", ms[i+1].MessageID, err)
+		}
+	}
+	count := func(q string) map[string]int {
+		seen := map[string]int{}
+		for {
+			d, ok, err := tr.Get(ctxT(t), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return seen
+			}
+			seen[d.MessageID]++
+			if err := d.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sameSeen, elsewhereSeen := count(same), count(elsewhere)
+	twice := 0
+	for i := range 50 {
+		switch n := sameSeen[fmt.Sprintf("s%d", i)]; {
+		case n == 0:
+			t.Errorf("s%d is missing", i)
+		case n > 1:
+			twice++
+		}
+		if n := elsewhereSeen[fmt.Sprintf("e%d", i)]; n != 1 {
+			t.Errorf("e%d arrived %d times; want once (another destination than the nacked one)", i, n)
+		}
+	}
+	t.Logf("%d of the 50 through the exchange that nacked were acked after the nack and sent again", twice)
+	if twice == 0 {
+		t.Errorf("none was sent again; the broker acked all 50 before it nacked the first (%v)", sameSeen)
+	}
 }
 
 // TestNackedPublish: a queue that refuses more than one message

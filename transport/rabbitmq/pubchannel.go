@@ -43,6 +43,21 @@ type pubChannel struct {
 	// it while its leader's node was down, until the channel closes.
 	recycle     chan struct{}
 	recycleOnce sync.Once
+
+	// nacked holds the destinations (see destination) of the publishes
+	// the channel nacked; only the listener touches it.
+	nacked map[string]bool
+}
+
+// destination names where a publish goes for the distrust of acks after
+// a nack (see confirm): the queue for the default exchange, else the
+// exchange, whatever the routing key, since an exchange may route any of
+// its keys to the queue that rejected.
+func (r *pubReq) destination() string {
+	if r.exchange == "" {
+		return "queue " + r.key
+	}
+	return "exchange " + r.exchange
 }
 
 // openPubChannel opens a channel on s in confirm mode and starts its
@@ -257,6 +272,8 @@ func (pc *pubChannel) drain() {
 // maxNacks is how often a publish may be nacked before it fails with
 // transport.ErrNacked: each nack sends it again on a fresh channel (the one
 // that nacked is replaced), which is what a quorum queue's new leader needs.
+// A publish the channel acks after it nacked one to the same destination
+// goes again too (see confirm), without counting as a nack.
 const maxNacks = 4
 
 // drainTimeout bounds drain; what is still in flight then is sent again.
@@ -356,6 +373,12 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	switch {
 	case r == nil:
 	case !c.Ack:
+		pc.t.log.Debug("acemq: rabbitmq nacked a publish", "exchange", r.exchange, "routing_key", r.key,
+			"id", r.msg.MessageId, "nacks", r.nacks+1)
+		if pc.nacked == nil {
+			pc.nacked = make(map[string]bool)
+		}
+		pc.nacked[r.destination()] = true
 		pc.recycleOnce.Do(func() { close(pc.recycle) })
 		if r.nacks++; r.nacks < maxNacks && r.resend {
 			// Again, on another channel (this one takes no more).
@@ -363,6 +386,16 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 			return
 		}
 		pc.t.complete(r, errorf("rabbitmq %s: %w", r.what(), transport.ErrNacked))
+	case pc.nacked[r.destination()] && r.resend && r.returned == nil:
+		// An ack after a nack for the same destination on this channel
+		// is not trusted: RabbitMQ 3.10 was seen to ack, and drop,
+		// publishes to a quorum queue on a channel that had one to the
+		// same queue rejected while the queue elected a leader after a
+		// node died. It goes again on the fresh channel: a duplicate at
+		// worst, never a loss.
+		pc.t.log.Debug("acemq: rabbitmq acked a publish after the channel nacked; sending it again on a fresh channel",
+			"exchange", r.exchange, "routing_key", r.key, "id", r.msg.MessageId)
+		pc.t.requeue(pc.src, r, transport.ErrNacked)
 	default:
 		pc.t.complete(r, r.returned)
 	}

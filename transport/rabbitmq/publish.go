@@ -63,8 +63,9 @@ func (r *pubReq) mandatory() bool {
 // unroutable message fails wrapping transport.ErrUnroutable, a publish to a
 // missing exchange wrapping transport.ErrNotFound. A nacked publish is sent
 // again on another channel, and the channel that nacked it is replaced once
-// its other confirms are in; after four nacks the publish fails wrapping
-// transport.ErrNacked. A publish the broker answers by closing the channel
+// its other confirms are in (what it acks after the nack for the same
+// destination is sent again too, see pubChannel.confirm); after four nacks
+// the publish fails wrapping transport.ErrNacked. A publish the broker answers by closing the channel
 // or the connection for no reason it names (a frame it cannot parse, say)
 // is sent again alone, and fails with that reason once it was in flight at
 // two such closures.
