@@ -164,9 +164,9 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 		}
 		if errors.Is(err, ErrUnroutable) {
 			// The transport's text names the exchange and key already.
-			err = wrapf("publishing %s: %w", msg.MessageID, err)
+			err = fmt.Errorf("acemq: publishing %s: %w", msg.MessageID, err)
 		} else {
-			err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+			err = fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 		}
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
@@ -188,11 +188,11 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return wrapf("declaring: %w", err)
+		return fmt.Errorf("acemq: declaring: %w", err)
 	}
 	if err := c.t.Declare(ctx, t...); err != nil {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-			return wrapf("declaring: %w", cerr)
+			return fmt.Errorf("acemq: declaring: %w", cerr)
 		}
 		return err
 	}
