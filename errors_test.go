@@ -119,6 +119,20 @@ func TestForeignErrorTextPassesThrough(t *testing.T) {
 	assert.Equal(t, `acemq: publishing m-1 to the default exchange with key "orders": billing: charge 42: acemq: the upstream said so`, err.Error())
 }
 
+// TestABareSentinelIsNotPrefixedTwice: a transport that returns a sentinel
+// as it is gets the publish's context after the sentinel's text, not a
+// second "acemq: " before it.
+func TestABareSentinelIsNotPrefixedTwice(t *testing.T) {
+	t.Parallel()
+	for _, sentinel := range []error{acemq.ErrClosed, acemq.ErrNacked, acemq.ErrUnroutable, acemq.ErrNotFound} {
+		c := connectURL(t, acemqtest.Memory(t), acemq.WithTransport(failingPublish{Transport: memory.New(t.Name()), err: sentinel}))
+		err := acemq.NewPublisher[OrderPlaced](c, "orders", "placed").Send(ctxT(t), OrderPlaced{}, acemq.MessageID("m-1"))
+		require.ErrorIs(t, err, sentinel)
+		assert.Equal(t, sentinel.Error()+`: publishing m-1 to exchange "orders" with key "placed"`, err.Error())
+		assert.Equal(t, 1, countPrefix(err.Error()), err.Error())
+	}
+}
+
 // failingPublish is a transport whose Publish fails with err.
 type failingPublish struct {
 	transport.Transport
