@@ -209,7 +209,7 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return fmt.Errorf("acemq: declaring: %w", cerr)
 		}
-		return err
+		return fmt.Errorf("acemq: declaring: %w", err)
 	}
 	return nil
 }

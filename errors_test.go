@@ -65,12 +65,12 @@ func TestErrorTexts(t *testing.T) {
 					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
 			},
 			{
-				// Declare returns the transport's error as it is.
+				// Declare wraps the transport's error.
 				name: "a declaration that conflicts, through Declare",
 				err:  c.Declare(ctxT(t), acemq.Queue{Name: q}),
 				is:   transport.ErrTopologyConflict,
-				want: `memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
-				rmq: `rabbitmq: declare queue ` + quote(q) +
+				want: `acemq: declaring: memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
+				rmq: `acemq: declaring: rabbitmq: declare queue ` + quote(q) +
 					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
 			},
 			{
