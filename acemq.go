@@ -64,6 +64,10 @@ func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, err
 	if cfg.transport == nil {
 		t, err := dial(ctx, rawURL, &cfg)
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "acemq: ") {
+				// The transport's error, under its own prefix.
+				err = fmt.Errorf("acemq: connecting: %w", err)
+			}
 			return nil, err
 		}
 		cfg.transport = t

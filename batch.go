@@ -33,7 +33,8 @@ func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []Publi
 	if bp, ok := c.t.(transport.BatchPublisher); ok {
 		errs := bp.PublishBatch(ctx, wire)
 		if len(errs) != len(wire) { // a transport's bug: no message may pass as confirmed
-			short := fmt.Errorf("acemq: the transport answered %d of a batch of %d: the rest were not confirmed", len(errs), len(wire))
+			// published adds the prefix and the message.
+			short := fmt.Errorf("the transport answered %d of a batch of %d: the rest were not confirmed", len(errs), len(wire))
 			errs = make([]error, len(wire))
 			for j := range errs {
 				errs[j] = short

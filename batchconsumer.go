@@ -45,9 +45,9 @@ func BatchSize(n int) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		switch {
 		case c.batch == nil:
-			c.errs = append(c.errs, errors.New("acemq: BatchSize is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
+			c.errs = append(c.errs, errors.New("BatchSize is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
 		case n < 1 || n > maxBatchSize:
-			c.errs = append(c.errs, fmt.Errorf("acemq: BatchSize(%d): want 1 to %d", n, maxBatchSize))
+			c.errs = append(c.errs, fmt.Errorf("BatchSize(%d): want 1 to %d", n, maxBatchSize))
 		default:
 			c.batch.size = n
 		}
@@ -63,9 +63,9 @@ func BatchWait(d time.Duration) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		switch {
 		case c.batch == nil:
-			c.errs = append(c.errs, errors.New("acemq: BatchWait is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
+			c.errs = append(c.errs, errors.New("BatchWait is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
 		case d <= 0:
-			c.errs = append(c.errs, fmt.Errorf("acemq: BatchWait(%v): want more than 0", d))
+			c.errs = append(c.errs, fmt.Errorf("BatchWait(%v): want more than 0", d))
 		default:
 			c.batch.wait = d
 		}
@@ -90,10 +90,10 @@ func batchChecked() ConsumerOption {
 		case c.prefetch == 0:
 			c.prefetch = min(maxBatchSize, max(64, 2*size*c.concurrency))
 		case c.prefetch < size:
-			c.errs = append(c.errs, fmt.Errorf("acemq: Prefetch(%d) is below BatchSize(%d): no batch could fill (leave Prefetch out for the default, 2 × BatchSize × Concurrency)", c.prefetch, size))
+			c.errs = append(c.errs, fmt.Errorf("Prefetch(%d) is below BatchSize(%d): no batch could fill (leave Prefetch out for the default, 2 × BatchSize × Concurrency)", c.prefetch, size))
 		}
 		if c.order != nil {
-			c.errs = append(c.errs, errors.New("acemq: Ordered cannot be given to NewBatchConsumer: batch consumers keep no per-key order in this version (use NewConsumer with Ordered)"))
+			c.errs = append(c.errs, errors.New("Ordered cannot be given to NewBatchConsumer: batch consumers keep no per-key order in this version (use NewConsumer with Ordered)"))
 		}
 	})
 }
@@ -148,7 +148,7 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 		metric.WithDescription("Messages in each batch handed to a batch handler."),
 		metric.WithUnit("{message}"))
 	if err != nil {
-		return nil, wrapf("batch consumer of %q: creating its histogram: %w", queue, err)
+		return nil, fmt.Errorf("acemq: batch consumer of %q: creating its histogram: %w", queue, err)
 	}
 	e, err := newEngine(c, queue, "batch consumer", all)
 	if err != nil {

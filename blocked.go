@@ -127,12 +127,12 @@ func (r *registry) change(ctx context.Context, add *marker, drop string) error {
 		// connection on RabbitMQ 3.10).
 		info, err := r.conn.t.Inspect(ctx, blockedQueue(r.queue))
 		if err != nil {
-			return wrapf("reading the blocked keys of %q: %w", r.queue, err)
+			return fmt.Errorf("acemq: reading the blocked keys of %q: %w", r.queue, err)
 		}
 		for n := 0; n < info.Messages; n++ {
 			d, ok, err := r.conn.t.Get(ctx, blockedQueue(r.queue))
 			if err != nil {
-				return wrapf("reading the blocked keys of %q: %w", r.queue, err)
+				return fmt.Errorf("acemq: reading the blocked keys of %q: %w", r.queue, err)
 			}
 			if !ok {
 				break
@@ -150,13 +150,13 @@ func (r *registry) change(ctx context.Context, add *marker, drop string) error {
 		if add != nil {
 			add.Since = time.Now().UTC()
 			if err := r.conn.t.Publish(ctx, add.message(r.queue)); err != nil {
-				return wrapf("recording blocked key %q of %q: %w", add.Key, r.queue, err)
+				return fmt.Errorf("acemq: recording blocked key %q of %q: %w", add.Key, r.queue, err)
 			}
 		}
 		if drop != "" {
 			for _, d := range found[drop] {
 				if err := d.Ack(); err != nil {
-					return wrapf("removing blocked key %q of %q: %w", drop, r.queue, err)
+					return fmt.Errorf("acemq: removing blocked key %q of %q: %w", drop, r.queue, err)
 				}
 			}
 			all = slices.DeleteFunc(all, func(d transport.Delivery) bool {
@@ -193,10 +193,10 @@ func (r *registry) locked(ctx context.Context, fn func() error) error {
 			return fn()
 		}
 		if ctx.Err() != nil {
-			return wrapf("locking the blocked keys of %q: %w", r.queue, ctx.Err())
+			return fmt.Errorf("acemq: locking the blocked keys of %q: %w", r.queue, ctx.Err())
 		}
 		if !errors.Is(err, transport.ErrLocked) && !errors.Is(err, context.DeadlineExceeded) {
-			return wrapf("locking the blocked keys of %q: %w", r.queue, err)
+			return fmt.Errorf("acemq: locking the blocked keys of %q: %w", r.queue, err)
 		}
 		if !warned && time.Since(start) > lockPatience {
 			warned = true
@@ -311,7 +311,7 @@ func BlockedKeys(ctx context.Context, c *Conn, queue string) ([]BlockedKey, erro
 		case err == nil:
 			k.Held = info.Messages
 		case !isNotFound(err):
-			return nil, wrapf("counting the held messages of key %q of %q: %w", k.Key, queue, err)
+			return nil, fmt.Errorf("acemq: counting the held messages of key %q of %q: %w", k.Key, queue, err)
 		}
 		out = append(out, k)
 	}
@@ -346,7 +346,7 @@ func ReleaseKey(ctx context.Context, c *Conn, queue, key string) error {
 		Headers:   map[string]any{hdrKey: key, hdrControl: controlRelease},
 	})
 	if err != nil {
-		return wrapf("releasing key %q of %q: %w", key, queue, err)
+		return fmt.Errorf("acemq: releasing key %q of %q: %w", key, queue, err)
 	}
 	return nil
 }
@@ -366,7 +366,7 @@ func openRegistry(ctx context.Context, c *Conn, queue, who string) (*registry, e
 		if isNotFound(err) {
 			return nil, fmt.Errorf("acemq: %s: queue %q has no blocked-key registry (%s); is it the queue of an ordered consumer?", who, queue, blockedQueue(queue))
 		}
-		return nil, wrapf("%s of %q: %w", who, queue, err)
+		return nil, fmt.Errorf("acemq: %s of %q: %w", who, queue, err)
 	}
 	return newRegistry(c, queue, false), nil
 }

@@ -162,15 +162,30 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		if errors.Is(err, ErrUnroutable) {
+		switch {
+		case isSentinel(err):
+			// A transport that returned a sentinel as it is: its text
+			// begins "acemq: " already, the context follows.
+			err = fmt.Errorf("%w: publishing %s to %s", err, msg.MessageID, destination(msg.Exchange, msg.RoutingKey))
+		case errors.Is(err, ErrUnroutable):
 			// The transport's text names the exchange and key already.
-			err = wrapf("publishing %s: %w", msg.MessageID, err)
-		} else {
-			err = wrapf("publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+			err = fmt.Errorf("acemq: publishing %s: %w", msg.MessageID, err)
+		default:
+			err = fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 		}
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
 	return err
+}
+
+// isSentinel reports err is one of the sentinels itself, not an error
+// wrapping one.
+func isSentinel(err error) bool {
+	switch err {
+	case ErrClosed, ErrUnroutable, ErrNacked, ErrTopologyConflict, ErrNotFound, transport.ErrLocked:
+		return true
+	}
+	return false
 }
 
 func destination(exchange, key string) string {
@@ -188,13 +203,13 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 		return ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return wrapf("declaring: %w", err)
+		return fmt.Errorf("acemq: declaring: %w", err)
 	}
 	if err := c.t.Declare(ctx, t...); err != nil {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-			return wrapf("declaring: %w", cerr)
+			return fmt.Errorf("acemq: declaring: %w", cerr)
 		}
-		return err
+		return fmt.Errorf("acemq: declaring: %w", err)
 	}
 	return nil
 }

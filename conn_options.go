@@ -104,7 +104,7 @@ func WithRetryPolicy(p RetryPolicy) ConnOption {
 	return connOptionFunc(func(c *connConfig) {
 		p, err := p.normalize()
 		if err != nil {
-			c.fail(err)
+			c.fail(fmt.Errorf("acemq: %w", err))
 			return
 		}
 		c.policy = p

@@ -26,7 +26,9 @@ type consumerConfig struct {
 	killSwitch  *KillSwitchPolicy
 	order       *OrderPolicy
 	batch       *batchConfig // NewBatchConsumer's; nil for the others
-	errs        []error
+	// errs are the options' complaints, without a prefix: newEngine
+	// returns them joined under "acemq: consumer of "q": ".
+	errs []error
 }
 
 // DefaultMaxBodySize is the largest body a consumer decodes unless
@@ -38,7 +40,7 @@ const DefaultMaxBodySize = 16 << 20
 func Concurrency(n int) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: Concurrency(%d): want 1 or more", n))
+			c.errs = append(c.errs, fmt.Errorf("Concurrency(%d): want 1 or more", n))
 			return
 		}
 		c.concurrency = n
@@ -52,7 +54,7 @@ func Concurrency(n int) ConsumerOption {
 func Prefetch(n int) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: Prefetch(%d): want 1 or more", n))
+			c.errs = append(c.errs, fmt.Errorf("Prefetch(%d): want 1 or more", n))
 			return
 		}
 		c.prefetch = n
@@ -124,7 +126,7 @@ func NoDeclare() ConsumerOption {
 func DeclareContext(ctx context.Context) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		if ctx == nil {
-			c.errs = append(c.errs, errors.New("acemq: DeclareContext was given a nil ctx"))
+			c.errs = append(c.errs, errors.New("DeclareContext was given a nil ctx"))
 			return
 		}
 		c.declareCtx = ctx
@@ -136,7 +138,7 @@ func DeclareContext(ctx context.Context) ConsumerOption {
 func MaxBodySize(n int) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: MaxBodySize(%d): want 1 or more", n))
+			c.errs = append(c.errs, fmt.Errorf("MaxBodySize(%d): want 1 or more", n))
 			return
 		}
 		c.maxBody = n
@@ -153,7 +155,7 @@ func AcceptTypes(names ...string) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		for _, n := range names {
 			if n == "" {
-				c.errs = append(c.errs, errors.New("acemq: AcceptTypes was given an empty name"))
+				c.errs = append(c.errs, errors.New("AcceptTypes was given an empty name"))
 				continue
 			}
 			c.accept = append(c.accept, n)

@@ -91,6 +91,19 @@
 // from another producer gets its envelope from its AMQP properties; one
 // whose reserved headers are damaged is parked with the reason.
 //
+// # Errors
+//
+// Each package of the module prefixes the errors it makes with its own name,
+// once, at the front: "acemq: " here (the sentinels [ErrClosed],
+// [ErrUnroutable], [ErrNacked], [ErrTopologyConflict], [ErrNotFound] and
+// [ErrFatal] among them), "rabbitmq: " and "memory: " for the transports,
+// "outbox: ", "saga: ", "patterns: " for theirs. An error met on the way is
+// wrapped with %w as its cause and its text is left as its maker wrote it,
+// so one message may read "acemq: publishing …: rabbitmq: publish to …:
+// acemq: the message was unroutable (312 NO_ROUTE)". Texts are for people:
+// test for a kind of error with [errors.Is] and [errors.As], never by text.
+// A publish interceptor's error is returned as it is, not wrapped.
+//
 // # Metrics
 //
 // The engine records, through the OpenTelemetry metric API,

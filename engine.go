@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -100,7 +99,7 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 		cfg.errs = append(cfg.errs, errors.New("AcceptTypes is for a Consumer; give a route TypeName instead"))
 	}
 	if len(cfg.errs) > 0 {
-		return nil, wrapf("%s of %q: %w", who, queue, errors.Join(cfg.errs...))
+		return nil, fmt.Errorf("acemq: %s of %q: %w", who, queue, errors.Join(cfg.errs...))
 	}
 	if cfg.prefetch == 0 {
 		cfg.prefetch = max(64, 2*cfg.concurrency)
@@ -139,7 +138,7 @@ func (e *engine) declare(ctx context.Context) error {
 		return e.declareOrdered(ctx)
 	}
 	if err := e.conn.t.Declare(ctx, e.topology()...); err != nil {
-		return wrapf("declaring the queues of %s %q: %w", e.who, e.queue, err)
+		return fmt.Errorf("acemq: declaring the queues of %s %q: %w", e.who, e.queue, err)
 	}
 	return nil
 }
@@ -216,7 +215,7 @@ func (e *engine) checkLadder(ctx context.Context) error {
 		case errors.Is(err, transport.ErrNotFound):
 			missing = append(missing, name)
 		case err != nil:
-			return wrapf("%s of %q: looking for queue %q: %w", e.who, e.queue, name, err)
+			return fmt.Errorf("acemq: %s of %q: looking for queue %q: %w", e.who, e.queue, name, err)
 		}
 	}
 	if len(missing) > 0 {
@@ -283,7 +282,7 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 	case e.conn.stopping.Err() != nil:
 		return ErrClosed
 	case err != nil:
-		return wrapf("consuming %q: %w", e.queue, err)
+		return fmt.Errorf("acemq: consuming %q: %w", e.queue, err)
 	}
 	return nil
 }
@@ -422,7 +421,7 @@ func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, 
 		}
 	}
 	if perr != nil {
-		return nil, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + errtext.Bare(perr), original: true}
+		return nil, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + perr.Error(), original: true}
 	}
 	if len(d.Body) > e.cfg.maxBody {
 		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}

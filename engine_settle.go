@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -89,7 +88,7 @@ func (c *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		sleepCtx(ctx, pause)
 		_ = d.Nack(true)
 		s.Outcome = ""
-		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, errtext.Bare(err))
+		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", c.target(v), c.queue, err.Error())
 		c.runCallbacks(ctx, ds, s, false)
 		return
 	}

@@ -1,6 +1,7 @@
 package acemq
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -227,7 +228,8 @@ func isFieldHeader(name string) bool {
 // earlier builds drain. A message from a foreign producer gets the same
 // treatment, with a new ID when it has none. The error is non-nil when a
 // reserved header is present but unreadable, or a field could not be
-// written to the wire again; the message is then parked with it.
+// written to the wire again; the message is then parked with it. The
+// error's text has no prefix: the callers say what was unreadable.
 func parseEnvelope(m *transport.Message) (*Envelope, error) {
 	e := &Envelope{
 		ID:            m.MessageID,
@@ -247,7 +249,7 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 		}
 	}
 	if len(m.Headers) > maxReadHeaders {
-		note(fmt.Errorf("acemq: the message has %d headers, more than the %d acemq accepts", len(m.Headers), maxReadHeaders))
+		note(fmt.Errorf("the message has %d headers, more than the %d acemq accepts", len(m.Headers), maxReadHeaders))
 	}
 	for k, v := range m.Headers {
 		if !isReserved(k) {
@@ -276,7 +278,7 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 		case hdrFirstSeen:
 			note(readTime(k, v, &e.FirstSeen))
 		case transport.UnreadableHeaders:
-			note(fmt.Errorf("acemq: %v", v))
+			note(errors.New(fmt.Sprint(v)))
 		default:
 			// Other names in the namespace belong to acemq's patterns (the
 			// routing slip) or to newer engines: kept, out of Headers.
@@ -315,16 +317,16 @@ func readString(name string, v any, dst *string) error {
 	switch s := v.(type) {
 	case string:
 		if !utf8.ValidString(s) {
-			return fmt.Errorf("acemq: header %s is not valid UTF-8", name)
+			return fmt.Errorf("header %s is not valid UTF-8", name)
 		}
 		*dst = s
 	case []byte:
 		if !utf8.Valid(s) {
-			return fmt.Errorf("acemq: header %s is not valid UTF-8", name)
+			return fmt.Errorf("header %s is not valid UTF-8", name)
 		}
 		*dst = string(s)
 	default:
-		return fmt.Errorf("acemq: header %s is a %T, want a string", name, v)
+		return fmt.Errorf("header %s is a %T, want a string", name, v)
 	}
 	return nil
 }
@@ -334,12 +336,12 @@ func readInt(name string, v any, lo, hi int64, dst *int) error {
 	if !ok {
 		switch v.(type) {
 		case float32, float64:
-			return fmt.Errorf("acemq: header %s is %v, want a whole number", name, v)
+			return fmt.Errorf("header %s is %v, want a whole number", name, v)
 		}
-		return fmt.Errorf("acemq: header %s is a %T (%s), want an integer", name, v, quoteValue(v))
+		return fmt.Errorf("header %s is a %T (%s), want an integer", name, v, quoteValue(v))
 	}
 	if n < lo || n > hi {
-		return fmt.Errorf("acemq: header %s is %d, want %d to %d", name, n, lo, hi)
+		return fmt.Errorf("header %s is %d, want %d to %d", name, n, lo, hi)
 	}
 	*dst = int(n)
 	return nil
@@ -353,12 +355,12 @@ func readTime(name string, v any, dst *time.Time) error {
 	case string:
 		t, err := time.Parse(time.RFC3339Nano, x)
 		if err != nil {
-			return fmt.Errorf("acemq: header %s is %s, want an RFC 3339 time", name, quoteValue(x))
+			return fmt.Errorf("header %s is %s, want an RFC 3339 time", name, quoteValue(x))
 		}
 		*dst = t.UTC()
 		return nil
 	}
-	return fmt.Errorf("acemq: header %s is a %T, want an RFC 3339 time", name, v)
+	return fmt.Errorf("header %s is a %T, want an RFC 3339 time", name, v)
 }
 
 // quoteValue renders a hostile value for a reason text: quoted, and cut
@@ -377,5 +379,9 @@ func quoteValue(v any) string {
 // envelope is then a best effort). Tools that read queues directly, such as
 // patterns.Replay, use it.
 func EnvelopeOf(m transport.Message) (*Envelope, error) {
-	return parseEnvelope(&m)
+	env, err := parseEnvelope(&m)
+	if err != nil {
+		return env, fmt.Errorf("acemq: %w", err)
+	}
+	return env, nil
 }

@@ -60,21 +60,26 @@ func checkEnvelope(e *Envelope) error {
 			return fmt.Errorf("acemq: the envelope's %s is not valid UTF-8", f.name)
 		}
 	}
-	return checkProperties(e)
+	if err := checkProperties(e); err != nil {
+		return fmt.Errorf("acemq: %w", err)
+	}
+	return nil
 }
 
 // checkProperties reports an envelope field too long for the AMQP property
 // it travels in, or, for the ordering key, for the 255 bytes a key may have.
+// Its text has no prefix: checkEnvelope adds acemq's, and parseEnvelope's
+// callers add theirs.
 func checkProperties(e *Envelope) error {
 	if len(e.Key) > wire.MaxShortString {
-		return fmt.Errorf("acemq: the envelope's Key is %d bytes, more than the %d a key may have", len(e.Key), wire.MaxShortString)
+		return fmt.Errorf("the envelope's Key is %d bytes, more than the %d a key may have", len(e.Key), wire.MaxShortString)
 	}
 	for _, f := range [...]struct{ name, value string }{
 		{"ID", e.ID}, {"Type", e.Type}, {"CorrelationID", e.CorrelationID},
 		{"Origin", e.Origin}, {"ReplyTo", e.ReplyTo},
 	} {
 		if err := wire.CheckShortString("envelope's "+f.name, f.value); err != nil {
-			return fmt.Errorf("acemq: %w", err)
+			return err
 		}
 	}
 	return nil

@@ -3,13 +3,8 @@ package acemq
 import (
 	"errors"
 
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
-
-// wrapf is fmt.Errorf for the engine's errors: the text carries the acemq:
-// prefix once, at its front, whatever the wrapped causes carry.
-var wrapf = errtext.Errorf
 
 // The errors acemq reports with. Each is wrapped with detail; compare with
 // errors.Is, never by text.

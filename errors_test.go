@@ -2,6 +2,9 @@ package acemq_test
 
 import (
 	"context"
+	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,14 +12,17 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/transport"
+	"github.com/acemq/acemq/transport/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestErrorsCarryOnePrefix provokes the errors of publishing and consuming
-// on both transports and checks each reads "acemq: ..." once, with its
-// cause still reachable through errors.Is.
-func TestErrorsCarryOnePrefix(t *testing.T) {
+// TestErrorTexts provokes the errors of publishing, declaring and
+// consuming on both transports and checks what each reads: the prefix of
+// the package that made it, once, at the front; acemq's context; the
+// transport's error (with its own prefix) as the cause, its text as the
+// transport wrote it; and the sentinel still reachable through errors.Is.
+func TestErrorTexts(t *testing.T) {
 	t.Parallel()
 	onBrokers(t, func(t *testing.T, url string) {
 		c := connectURL(t, url)
@@ -24,29 +30,75 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 		handle := func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() }
 		require.NoError(t, c.Declare(ctxT(t), acemq.Queue{Name: q, Args: map[string]any{"x-max-length": int32(10)}}))
 		_, conflict := acemq.NewConsumer(c, q, handle)
+		unroutable, nx, missing := acemqtestQueue(t), acemqtest.QueueName(t, "nx"), acemqtestQueue(t)
+		id := `[0-9a-f-]{36}`
+		quote := func(s string) string { return regexp.QuoteMeta(strconv.Quote(s)) }
+		rabbit := strings.HasPrefix(url, "amqp")
 		for _, tc := range []struct {
 			name string
 			err  error
 			is   error
+			want string // a regexp of the whole text, on memory
+			rmq  string // on RabbitMQ, when it differs
 		}{
-			{"unroutable", acemq.NewPublisher[OrderPlaced](c, "", acemqtestQueue(t)).Send(ctxT(t), OrderPlaced{}), acemq.ErrUnroutable},
-			{"no such exchange", acemq.NewPublisher[OrderPlaced](c, acemqtest.QueueName(t, "nx"), "k").Send(ctxT(t), OrderPlaced{}), transport.ErrNotFound},
-			{"a declaration that conflicts", conflict, transport.ErrTopologyConflict},
-			{"a declaration that conflicts, through Declare", c.Declare(ctxT(t), acemq.Queue{Name: q}), transport.ErrTopologyConflict},
-			{"a bad option", func() error {
-				_, err := acemq.NewConsumer(c, q, handle, acemq.Concurrency(0), acemq.Prefetch(0))
-				return err
-			}(), nil},
-			{"NoDeclare and nothing there", func() error {
-				cons, err := acemq.NewConsumer(c, acemqtestQueue(t), handle, acemq.NoDeclare())
-				require.NoError(t, err)
-				return cons.Run(ctxT(t))
-			}(), nil},
+			{
+				name: "unroutable",
+				err:  acemq.NewPublisher[OrderPlaced](c, "", unroutable).Send(ctxT(t), OrderPlaced{}),
+				is:   acemq.ErrUnroutable,
+				want: `acemq: publishing ` + id + `: memory: no queue took the message published to exchange "" \(the default exchange\) with routing key ` + quote(unroutable),
+				rmq:  `acemq: publishing ` + id + `: rabbitmq: publish to exchange "", routing key ` + quote(unroutable) + `: acemq: the message was unroutable \(312 NO_ROUTE\)`,
+			},
+			{
+				name: "no such exchange",
+				err:  acemq.NewPublisher[OrderPlaced](c, nx, "k").Send(ctxT(t), OrderPlaced{}),
+				is:   transport.ErrNotFound,
+				want: `acemq: publishing ` + id + ` to exchange ` + quote(nx) + ` with key "k": memory: publish: no exchange named ` + quote(nx),
+				rmq: `acemq: publishing ` + id + ` to exchange ` + quote(nx) + ` with key "k": rabbitmq: publish to exchange ` + quote(nx) +
+					`: acemq: not found: Exception \(404\) Reason: "NOT_FOUND - no exchange '` + regexp.QuoteMeta(nx) + `' in vhost '/'"`,
+			},
+			{
+				name: "a declaration that conflicts",
+				err:  conflict,
+				is:   transport.ErrTopologyConflict,
+				want: `acemq: declaring the queues of consumer ` + quote(q) + `: memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
+				rmq: `acemq: declaring the queues of consumer ` + quote(q) + `: rabbitmq: declare queue ` + quote(q) +
+					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
+			},
+			{
+				// Declare wraps the transport's error.
+				name: "a declaration that conflicts, through Declare",
+				err:  c.Declare(ctxT(t), acemq.Queue{Name: q}),
+				is:   transport.ErrTopologyConflict,
+				want: `acemq: declaring: memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
+				rmq: `acemq: declaring: rabbitmq: declare queue ` + quote(q) +
+					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
+			},
+			{
+				name: "bad options",
+				err: func() error {
+					_, err := acemq.NewConsumer(c, q, handle, acemq.Concurrency(0), acemq.Prefetch(0))
+					return err
+				}(),
+				want: `acemq: consumer of ` + quote(q) + `: Concurrency\(0\): want 1 or more\nPrefetch\(0\): want 1 or more`,
+			},
+			{
+				name: "NoDeclare and nothing there",
+				err: func() error {
+					cons, err := acemq.NewConsumer(c, missing, handle, acemq.NoDeclare())
+					require.NoError(t, err)
+					return cons.Run(ctxT(t))
+				}(),
+				want: `acemq: consumer of ` + quote(missing) + ` was given NoDeclare, but these queues do not exist: ` +
+					regexp.QuoteMeta(missing) + `, .* \(declare them, or drop NoDeclare\)`,
+			},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				require.Error(t, tc.err)
-				assert.True(t, strings.HasPrefix(tc.err.Error(), "acemq: "), "%q", tc.err)
-				assert.Equal(t, 1, countPrefix(tc.err.Error()), "one acemq: prefix in %q", tc.err)
+				want := tc.want
+				if rabbit && tc.rmq != "" {
+					want = tc.rmq
+				}
+				assert.Regexp(t, "^"+want+"$", tc.err.Error())
 				if tc.is != nil {
 					assert.ErrorIs(t, tc.err, tc.is)
 				}
@@ -54,6 +106,40 @@ func TestErrorsCarryOnePrefix(t *testing.T) {
 		}
 	})
 }
+
+// TestForeignErrorTextPassesThrough: acemq wraps a cause with %w and never
+// edits its text, even where another package's words happen to read like
+// acemq's own (": acemq: "), which the old prefix cleaning used to cut.
+func TestForeignErrorTextPassesThrough(t *testing.T) {
+	t.Parallel()
+	foreign := errors.New("billing: charge 42: acemq: the upstream said so")
+	c := connectURL(t, acemqtest.Memory(t), acemq.WithTransport(failingPublish{Transport: memory.New(t.Name()), err: foreign}))
+	err := acemq.NewPublisher[OrderPlaced](c, "", "orders").Send(ctxT(t), OrderPlaced{}, acemq.MessageID("m-1"))
+	require.ErrorIs(t, err, foreign)
+	assert.Equal(t, `acemq: publishing m-1 to the default exchange with key "orders": billing: charge 42: acemq: the upstream said so`, err.Error())
+}
+
+// TestABareSentinelIsNotPrefixedTwice: a transport that returns a sentinel
+// as it is gets the publish's context after the sentinel's text, not a
+// second "acemq: " before it.
+func TestABareSentinelIsNotPrefixedTwice(t *testing.T) {
+	t.Parallel()
+	for _, sentinel := range []error{acemq.ErrClosed, acemq.ErrNacked, acemq.ErrUnroutable, acemq.ErrNotFound} {
+		c := connectURL(t, acemqtest.Memory(t), acemq.WithTransport(failingPublish{Transport: memory.New(t.Name()), err: sentinel}))
+		err := acemq.NewPublisher[OrderPlaced](c, "orders", "placed").Send(ctxT(t), OrderPlaced{}, acemq.MessageID("m-1"))
+		require.ErrorIs(t, err, sentinel)
+		assert.Equal(t, sentinel.Error()+`: publishing m-1 to exchange "orders" with key "placed"`, err.Error())
+		assert.Equal(t, 1, countPrefix(err.Error()), err.Error())
+	}
+}
+
+// failingPublish is a transport whose Publish fails with err.
+type failingPublish struct {
+	transport.Transport
+	err error
+}
+
+func (f failingPublish) Publish(context.Context, transport.Message) error { return f.err }
 
 // TestAnEndedContextReadsTheSameOnBothTransports gives Send, PublishRaw,
 // Declare and Health a cancelled and an expired ctx on memory and on

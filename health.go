@@ -3,6 +3,7 @@ package acemq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -83,7 +84,7 @@ func (c *Conn) HealthReport(ctx context.Context) HealthReport {
 	}
 	var r HealthReport
 	if err := ctx.Err(); err != nil {
-		r.Connection = wrapf("checking health: %w", err)
+		r.Connection = fmt.Errorf("acemq: checking health: %w", err)
 	} else if err := c.t.Health(ctx); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return HealthReport{Closed: true}

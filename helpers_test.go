@@ -154,6 +154,15 @@ func declareQueueNamed(t *testing.T, c *acemq.Conn, name string) string {
 	return name
 }
 
-// countPrefix counts the acemq: prefixes in an error text; there should be
-// one, at its front.
+// countPrefix counts the acemq: prefixes in an error text: one, at its
+// front, for an error acemq made whose causes are acemq's own or foreign.
+// (A transport's error may wrap a sentinel, whose text begins "acemq: ".)
 func countPrefix(s string) int { return strings.Count(s, "acemq:") }
+
+// transportPrefix is how the errors of the transport behind url begin.
+func transportPrefix(url string) string {
+	if strings.HasPrefix(url, "memory:") {
+		return "memory:"
+	}
+	return "rabbitmq:"
+}

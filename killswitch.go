@@ -69,20 +69,21 @@ func KillSwitch(p KillSwitchPolicy) ConsumerOption {
 	})
 }
 
-// normalize fills defaults and checks the values.
+// normalize fills defaults and checks the values. Its error has no prefix:
+// newEngine adds the context.
 func (p KillSwitchPolicy) normalize() (KillSwitchPolicy, error) {
 	var errs []error
 	if p.Window < 0 {
-		errs = append(errs, fmt.Errorf("acemq: KillSwitchPolicy.Window is %v, want more than 0 (or 0 for the default, %v)", p.Window, defaultKillWindow))
+		errs = append(errs, fmt.Errorf("KillSwitchPolicy.Window is %v, want more than 0 (or 0 for the default, %v)", p.Window, defaultKillWindow))
 	}
 	if p.MinFailures < 0 {
-		errs = append(errs, fmt.Errorf("acemq: KillSwitchPolicy.MinFailures is %d, want 1 or more (or 0 for the default, %d)", p.MinFailures, defaultKillMinFailures))
+		errs = append(errs, fmt.Errorf("KillSwitchPolicy.MinFailures is %d, want 1 or more (or 0 for the default, %d)", p.MinFailures, defaultKillMinFailures))
 	}
 	if math.IsNaN(p.Threshold) || p.Threshold < 0 || p.Threshold > 1 {
-		errs = append(errs, fmt.Errorf("acemq: KillSwitchPolicy.Threshold is %v, want a share above 0 and at most 1 (or 0 for the default, %v)", p.Threshold, defaultKillThreshold))
+		errs = append(errs, fmt.Errorf("KillSwitchPolicy.Threshold is %v, want a share above 0 and at most 1 (or 0 for the default, %v)", p.Threshold, defaultKillThreshold))
 	}
 	if p.CoolDown < 0 {
-		errs = append(errs, fmt.Errorf("acemq: KillSwitchPolicy.CoolDown is %v, want more than 0 (or 0 for the default, %v)", p.CoolDown, defaultKillCoolDown))
+		errs = append(errs, fmt.Errorf("KillSwitchPolicy.CoolDown is %v, want more than 0 (or 0 for the default, %v)", p.CoolDown, defaultKillCoolDown))
 	}
 	if len(errs) > 0 {
 		return p, errors.Join(errs...)

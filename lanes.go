@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -20,7 +21,7 @@ type orderedRun struct {
 	e          *engine
 	handlerCtx context.Context // ends only when the Conn closes
 	runCtx     context.Context // ends when the subscription stops taking
-	fail       func(error)     // ends the subscription with an error
+	fail       func(error)     // ends the subscription with an error (no prefix: engine.run adds it)
 	probe      bool
 	stopTaking context.CancelFunc
 	reg        *registry
@@ -172,7 +173,7 @@ func (o *orderedRun) spread(held []int) {
 				o.arrive(p, d)
 			})
 			if err != nil && p.ctx.Err() == nil {
-				o.fail(wrapf("consuming partition %q: %w", PartitionQueue(o.e.queue, p.i), err))
+				o.fail(fmt.Errorf("consuming partition %q: %w", PartitionQueue(o.e.queue, p.i), err))
 			}
 		})
 	}

@@ -53,7 +53,7 @@ func Ordered(p OrderPolicy) ConsumerOption {
 			p.Partitions = defaultPartitions
 		}
 		if p.Partitions < 1 || p.Partitions > maxPartitions {
-			c.errs = append(c.errs, fmt.Errorf("acemq: OrderPolicy.Partitions is %d, want 1 to %d (or 0 for the default, %d)",
+			c.errs = append(c.errs, fmt.Errorf("OrderPolicy.Partitions is %d, want 1 to %d (or 0 for the default, %d)",
 				p.Partitions, maxPartitions, defaultPartitions))
 			return
 		}
@@ -146,14 +146,14 @@ func (e *engine) declareOrdered(ctx context.Context) error {
 	err := e.conn.t.Declare(ctx, e.orderedTopology()...)
 	if err != nil && strings.Contains(err.Error(), "rabbitmq-plugins enable") {
 		// The transport named the plugin and the command already.
-		return wrapf("declaring the exchange %q of ordered %s %q: %w", e.queue, e.who, e.queue, err)
+		return fmt.Errorf("acemq: declaring the exchange %q of ordered %s %q: %w", e.queue, e.who, e.queue, err)
 	}
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "exchange type") {
-		return wrapf("declaring the exchange %q of ordered %s %q: the broker has no x-consistent-hash exchange type; enable the plugin rabbitmq_consistent_hash_exchange (rabbitmq-plugins enable rabbitmq_consistent_hash_exchange): %w",
+		return fmt.Errorf("acemq: declaring the exchange %q of ordered %s %q: the broker has no x-consistent-hash exchange type; enable the plugin rabbitmq_consistent_hash_exchange (rabbitmq-plugins enable rabbitmq_consistent_hash_exchange): %w",
 			e.queue, e.who, e.queue, err)
 	}
 	if err != nil {
-		return wrapf("declaring the queues of ordered %s %q: %w", e.who, e.queue, err)
+		return fmt.Errorf("acemq: declaring the queues of ordered %s %q: %w", e.who, e.queue, err)
 	}
 	return nil
 }
@@ -169,7 +169,7 @@ func (e *engine) checkPartitionCount(ctx context.Context) error {
 		case errors.Is(err, transport.ErrNotFound):
 			return false, nil
 		case err != nil:
-			return false, wrapf("%s of %q: looking for queue %q: %w", e.who, e.queue, PartitionQueue(e.queue, i), err)
+			return false, fmt.Errorf("acemq: %s of %q: looking for queue %q: %w", e.who, e.queue, PartitionQueue(e.queue, i), err)
 		}
 		return true, nil
 	}

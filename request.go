@@ -40,9 +40,9 @@ func (c *Conn) Request(ctx context.Context, m RawMessage, reply any) (*Envelope,
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-			return nil, wrapf("request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), cerr)
+			return nil, fmt.Errorf("acemq: request %s to %s got no reply: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), cerr)
 		}
-		return nil, wrapf("request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
+		return nil, fmt.Errorf("acemq: request %s to %s: %w", m.Envelope.ID, destination(m.Exchange, m.RoutingKey), err)
 	}
 	outcome = publishConfirmed
 	env, perr := parseEnvelope(&r)

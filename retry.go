@@ -29,21 +29,22 @@ func DefaultRetryPolicy() RetryPolicy {
 	}
 }
 
-// normalize fills defaults and checks the values.
+// normalize fills defaults and checks the values. Its error has no prefix:
+// the option that gave p adds the context.
 func (p RetryPolicy) normalize() (RetryPolicy, error) {
 	def := DefaultRetryPolicy()
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = def.MaxAttempts
 	}
 	if p.MaxAttempts < 0 {
-		return p, fmt.Errorf("acemq: RetryPolicy.MaxAttempts is %d, want 1 or more", p.MaxAttempts)
+		return p, fmt.Errorf("RetryPolicy.MaxAttempts is %d, want 1 or more", p.MaxAttempts)
 	}
 	if len(p.Delays) == 0 {
 		p.Delays = def.Delays
 	}
 	for i, d := range p.Delays {
 		if d < time.Millisecond || d%time.Millisecond != 0 {
-			return p, fmt.Errorf("acemq: RetryPolicy.Delays[%d] is %v, want a whole number of milliseconds, at least 1ms", i, d)
+			return p, fmt.Errorf("RetryPolicy.Delays[%d] is %v, want a whole number of milliseconds, at least 1ms", i, d)
 		}
 	}
 	p.Delays = slices.Clone(p.Delays)

@@ -125,20 +125,21 @@ type spreader struct {
 }
 
 // newSpreader returns the spreader of queue's partitions 0 … partitions-1
-// on t, which must be a transport.Leaser.
+// on t, which must be a transport.Leaser. The spreader's errors have no
+// prefix: they reach the user through engine.run, which adds acemq's.
 func newSpreader(t transport.Transport, queue string, partitions int, quorum bool, log *slog.Logger) (*spreader, error) {
 	if t == nil {
-		return nil, fmt.Errorf("acemq: ordered queue %q: the transport is nil", queue)
+		return nil, fmt.Errorf("ordered queue %q: the transport is nil", queue)
 	}
 	if queue == "" {
-		return nil, errors.New("acemq: an ordered queue needs a name")
+		return nil, errors.New("an ordered queue needs a name")
 	}
 	if partitions < 1 {
-		return nil, fmt.Errorf("acemq: ordered queue %q: %d partitions (want at least 1)", queue, partitions)
+		return nil, fmt.Errorf("ordered queue %q: %d partitions (want at least 1)", queue, partitions)
 	}
 	l, ok := t.(transport.Leaser)
 	if !ok {
-		return nil, fmt.Errorf("acemq: ordered queue %q: the transport %T cannot hold leases (it is not a transport.Leaser), "+
+		return nil, fmt.Errorf("ordered queue %q: the transport %T cannot hold leases (it is not a transport.Leaser), "+
 			"which spreading partitions over instances needs", queue, t)
 	}
 	if log == nil {
@@ -198,7 +199,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 	s.mu.Lock()
 	if s.busy {
 		s.mu.Unlock()
-		return fmt.Errorf("acemq: ordered queue %q: the spreader is already running", s.queue)
+		return fmt.Errorf("ordered queue %q: the spreader is already running", s.queue)
 	}
 	s.busy = true
 	s.mu.Unlock()
@@ -342,7 +343,7 @@ func (s *spreader) declare(ctx context.Context, st *slotState) error {
 	case ctx.Err() != nil:
 		return nil
 	case errors.Is(err, transport.ErrTopologyConflict), errors.Is(err, transport.ErrClosed):
-		return fmt.Errorf("acemq: ordered queue %q: declaring its members queue: %w", s.queue, err)
+		return fmt.Errorf("ordered queue %q: declaring its members queue: %w", s.queue, err)
 	}
 	s.log.Warn("acemq: ordered queue could not declare its members queue; trying again",
 		"queue", s.queue, "err", err)
@@ -368,7 +369,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		// Not even this instance is counted: its subscription has not
 		// registered yet, or is being resumed. Keep the last count.
 	case errors.Is(err, transport.ErrClosed):
-		return fmt.Errorf("acemq: ordered queue %q: counting its instances: %w", s.queue, err)
+		return fmt.Errorf("ordered queue %q: counting its instances: %w", s.queue, err)
 	case ctx.Err() != nil:
 		return nil
 	case errors.Is(err, transport.ErrNotFound):
@@ -417,7 +418,7 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 		case errors.Is(err, transport.ErrLocked):
 			continue
 		case errors.Is(err, transport.ErrClosed):
-			return fmt.Errorf("acemq: ordered queue %q: taking a slot: %w", s.queue, err)
+			return fmt.Errorf("ordered queue %q: taking a slot: %w", s.queue, err)
 		default:
 			// The broker may have made the lease before the call failed.
 			st.stale = append(st.stale, k)
@@ -449,7 +450,7 @@ func (s *spreader) cleanStale(ctx context.Context, st *slotState) error {
 			}
 		case errors.Is(err, transport.ErrLocked):
 		case errors.Is(err, transport.ErrClosed):
-			return fmt.Errorf("acemq: ordered queue %q: releasing slot %d: %w", s.queue, k, err)
+			return fmt.Errorf("ordered queue %q: releasing slot %d: %w", s.queue, k, err)
 		default:
 			keep = append(keep, k)
 		}
@@ -472,7 +473,7 @@ func (s *spreader) member(ctx context.Context, fatal chan<- error) {
 			return
 		}
 		if errors.Is(err, transport.ErrClosed) {
-			fatal <- fmt.Errorf("acemq: ordered queue %q: consuming its members queue: %w", s.queue, err)
+			fatal <- fmt.Errorf("ordered queue %q: consuming its members queue: %w", s.queue, err)
 			return
 		}
 		if err != nil {

@@ -26,16 +26,19 @@ func TestNewSpreaderRefuses(t *testing.T) {
 		partitions int
 		want       []string
 	}{
-		{name: "not a Leaser", t: tr, queue: "orders", partitions: 12, want: []string{`ordered queue "orders"`, "acemq.noLeases", "transport.Leaser"}},
-		{name: "nil transport", t: nil, queue: "orders", partitions: 12, want: []string{"transport is nil"}},
-		{name: "no queue name", t: tr, queue: "", partitions: 12, want: []string{"needs a name"}},
-		{name: "no partitions", t: tr, queue: "orders", partitions: 0, want: []string{"0 partitions"}},
+		{name: "not a Leaser", t: tr, queue: "orders", partitions: 12, want: []string{`ordered queue "orders": the transport acemq.noLeases cannot hold leases`, "acemq.noLeases", "transport.Leaser"}},
+		{name: "nil transport", t: nil, queue: "orders", partitions: 12, want: []string{`ordered queue "orders": the transport is nil`}},
+		{name: "no queue name", t: tr, queue: "", partitions: 12, want: []string{"an ordered queue needs a name"}},
+		{name: "no partitions", t: tr, queue: "orders", partitions: 0, want: []string{`ordered queue "orders": 0 partitions (want at least 1)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := newSpreader(tc.t, tc.queue, tc.partitions, false, nil)
 			require.Error(t, err)
 			assert.Nil(t, s)
-			assert.True(t, strings.HasPrefix(err.Error(), "acemq: "), err.Error())
+			// No prefix: the error reaches the user through engine.run,
+			// which adds acemq's.
+			assert.False(t, strings.Contains(err.Error(), "acemq:"), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), tc.want[0]), err.Error())
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}

@@ -78,11 +78,11 @@ func newRelaySQL(o *Outbox) relaySQL {
 // errNotSent marks a row the batch never got to publish (its time ran out
 // first, or Run stopped): it is handed back unchanged, not counted as a
 // failure.
-var errNotSent = errors.New("acemq: outbox: not sent")
+var errNotSent = errors.New("outbox: not sent")
 
 // errStopped is the cause with which a stopping Run abandons the publishes
 // still awaiting their confirm once StopTimeout has passed.
-var errStopped = errors.New("acemq: outbox: the relay stopped")
+var errStopped = errors.New("outbox: the relay stopped")
 
 func notSent(cause error) error { return fmt.Errorf("%w: %w", errNotSent, cause) }
 
@@ -103,7 +103,7 @@ func (r *Relay) claim(ctx context.Context) ([]row, error) {
 	defer cancel()
 	rs, err := r.o.db.QueryContext(ctx, r.sqls.claim, r.cfg.lease.Microseconds(), r.cfg.batch)
 	if err != nil {
-		return nil, fmt.Errorf("acemq: outbox: claiming rows of %s: %w", r.o.table, err)
+		return nil, fmt.Errorf("outbox: claiming rows of %s: %w", r.o.table, err)
 	}
 	defer rs.Close()
 	var out []row
@@ -113,13 +113,13 @@ func (r *Relay) claim(ctx context.Context) ([]row, error) {
 			due, lease dbTime
 		)
 		if err := rs.Scan(&w.id, &w.messageID, &w.exchange, &w.key, &w.headers, &w.body, &w.ctype, &due, &w.attempts, &lease); err != nil {
-			return nil, fmt.Errorf("acemq: outbox: reading claimed rows of %s: %w", r.o.table, err)
+			return nil, fmt.Errorf("outbox: reading claimed rows of %s: %w", r.o.table, err)
 		}
 		w.due, w.lease = due.t, lease.t
 		out = append(out, w)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("acemq: outbox: reading claimed rows of %s: %w", r.o.table, err)
+		return nil, fmt.Errorf("outbox: reading claimed rows of %s: %w", r.o.table, err)
 	}
 	slices.SortFunc(out, func(a, b row) int { return cmp.Compare(a.id, b.id) })
 	return out, nil
@@ -256,7 +256,7 @@ func (r *Relay) publish(ctx context.Context, w *row) error {
 	}
 	env, err := unmarshalEnvelope(w.headers)
 	if err != nil {
-		return fmt.Errorf("acemq: outbox: row %d of %s has an unreadable envelope: %w", w.id, r.o.table, err)
+		return fmt.Errorf("outbox: row %d of %s has an unreadable envelope: %w", w.id, r.o.table, err)
 	}
 	return r.c.PublishRaw(ctx, acemq.RawMessage{
 		Exchange: w.exchange, RoutingKey: w.key, Envelope: env, Body: w.body, ContentType: w.ctype,
@@ -299,7 +299,7 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 			err := r.exec(sctx, "push back", r.sqls.fail,
 				errorText(err), delay.Microseconds(), r.cfg.maxAttempts, w.id, r.o.dialect.timeArg(w.lease))
 			if err != nil {
-				problems = append(problems, fmt.Errorf("acemq: outbox: pushing back row %d of %s: %w", w.id, r.o.table, err))
+				problems = append(problems, fmt.Errorf("outbox: pushing back row %d of %s: %w", w.id, r.o.table, err))
 			} else if dies {
 				r.o.metrics.deadOne(sctx)
 			}
@@ -308,7 +308,7 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 	}
 	failures.log(sctx, r, len(rows))
 	if err := r.execIDs(sctx, "delete", r.sqls.delete, nil, done); err != nil {
-		problems = append(problems, fmt.Errorf("acemq: outbox: deleting %d relayed rows of %s (they will be sent again after the lease): %w", len(done), r.o.table, err))
+		problems = append(problems, fmt.Errorf("outbox: deleting %d relayed rows of %s (they will be sent again after the lease): %w", len(done), r.o.table, err))
 	} else {
 		for i, w := range rows {
 			if errs[i] == nil {
@@ -320,7 +320,7 @@ func (r *Relay) settle(ctx context.Context, rows []row, errs []error, confirmed 
 	if len(back) > 0 {
 		lease := r.o.dialect.timeArg(rows[0].lease)
 		if err := r.execIDs(sctx, "release", r.sqls.release, []any{lease}, back); err != nil {
-			problems = append(problems, fmt.Errorf("acemq: outbox: releasing %d unsent rows of %s (they will be claimed after the lease): %w", len(back), r.o.table, err))
+			problems = append(problems, fmt.Errorf("outbox: releasing %d unsent rows of %s (they will be claimed after the lease): %w", len(back), r.o.table, err))
 		}
 	}
 	if closed != nil {

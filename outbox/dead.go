@@ -29,7 +29,7 @@ type DeadRow struct {
 func (o *Outbox) Dead(ctx context.Context) (int64, error) {
 	var n int64
 	if err := o.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+o.table+" WHERE dead_at IS NOT NULL").Scan(&n); err != nil {
-		return 0, fmt.Errorf("acemq: outbox: counting the dead rows of %s: %w", o.table, err)
+		return 0, fmt.Errorf("outbox: counting the dead rows of %s: %w", o.table, err)
 	}
 	return n, nil
 }
@@ -38,13 +38,13 @@ func (o *Outbox) Dead(ctx context.Context) (int64, error) {
 // limit must be positive.
 func (o *Outbox) DeadRows(ctx context.Context, limit int) ([]DeadRow, error) {
 	if limit < 1 {
-		return nil, fmt.Errorf("acemq: outbox: DeadRows was given limit %d; want at least 1", limit)
+		return nil, fmt.Errorf("outbox: DeadRows was given limit %d; want at least 1", limit)
 	}
 	q := o.dialect.sql(fmt.Sprintf(`SELECT id, message_id, exchange, routing_key, attempts, COALESCE(last_error, ''), created_at, dead_at
 	FROM %s WHERE dead_at IS NOT NULL ORDER BY dead_at, id LIMIT ?`, o.table))
 	rs, err := o.db.QueryContext(ctx, q, limit)
 	if err != nil {
-		return nil, fmt.Errorf("acemq: outbox: listing the dead rows of %s: %w", o.table, err)
+		return nil, fmt.Errorf("outbox: listing the dead rows of %s: %w", o.table, err)
 	}
 	defer rs.Close()
 	var out []DeadRow
@@ -54,13 +54,13 @@ func (o *Outbox) DeadRows(ctx context.Context, limit int) ([]DeadRow, error) {
 			created, died dbTime
 		)
 		if err := rs.Scan(&d.ID, &d.MessageID, &d.Exchange, &d.RoutingKey, &d.Attempts, &d.LastError, &created, &died); err != nil {
-			return nil, fmt.Errorf("acemq: outbox: reading the dead rows of %s: %w", o.table, err)
+			return nil, fmt.Errorf("outbox: reading the dead rows of %s: %w", o.table, err)
 		}
 		d.Created, d.Died = created.t, died.t
 		out = append(out, d)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("acemq: outbox: reading the dead rows of %s: %w", o.table, err)
+		return nil, fmt.Errorf("outbox: reading the dead rows of %s: %w", o.table, err)
 	}
 	return out, nil
 }
@@ -96,11 +96,11 @@ func (o *Outbox) revive(ctx context.Context, where string, args []any) (int64, e
 	WHERE dead_at IS NOT NULL%s`, o.table, o.dialect.now(), where)
 	res, err := o.db.ExecContext(ctx, q, args...)
 	if err != nil {
-		return 0, fmt.Errorf("acemq: outbox: replaying dead rows of %s: %w", o.table, err)
+		return 0, fmt.Errorf("outbox: replaying dead rows of %s: %w", o.table, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("acemq: outbox: replaying dead rows of %s: %w", o.table, err)
+		return 0, fmt.Errorf("outbox: replaying dead rows of %s: %w", o.table, err)
 	}
 	return n, nil
 }

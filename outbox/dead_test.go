@@ -126,7 +126,7 @@ func TestReplayAllRevivesEveryDeadRow(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(t.Context(), "SELECT SUM(attempts) FROM "+o.TableName()).Scan(&attempts))
 	assert.Zero(t, attempts, "a replayed row starts its attempts again")
 	_, err = o.DeadRows(t.Context(), 0)
-	assert.ErrorContains(t, err, "acemq: outbox: DeadRows was given limit 0")
+	assert.ErrorContains(t, err, "outbox: DeadRows was given limit 0")
 }
 
 // runRelayUntil runs a relay of o with fast polls and backoff until cond

@@ -166,7 +166,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 // checkTable reports whether name can be used as a table name.
 func checkTable(name string) error {
 	if !identifier.MatchString(name) {
-		return fmt.Errorf("acemq: outbox: table name %q is not a plain SQL identifier (letters, digits and _, not starting with a digit, at most 48 characters; select a schema with the connection's search_path)", name)
+		return fmt.Errorf("outbox: table name %q is not a plain SQL identifier (letters, digits and _, not starting with a digit, at most 48 characters; select a schema with the connection's search_path)", name)
 	}
 	return nil
 }

@@ -58,14 +58,14 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 	}
 	var err error
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers); err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
+		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
 	}
 	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false)); err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
+		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		return "", fmt.Errorf("acemq: outbox: storing message %q: %w", e.ID, err)
+		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
 	}
 	return string(b), nil
 }

@@ -104,7 +104,7 @@ func TestEnvelopeRefusesWhatAnAMQPTableCannotCarry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := marshalEnvelope(&acemq.Envelope{ID: "m", Headers: map[string]any{"h": tc.value}})
 			require.Error(t, err)
-			assert.True(t, strings.HasPrefix(err.Error(), `acemq: outbox: storing message "m": header "h"`), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), `outbox: storing message "m": header "h"`), err.Error())
 		})
 	}
 }

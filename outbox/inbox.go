@@ -35,9 +35,9 @@ var _ patterns.IdempotencyStore = (*Inbox)(nil)
 func NewInbox(db *sql.DB, dialect Dialect, opts ...Option) (*Inbox, error) {
 	switch {
 	case db == nil:
-		return nil, errors.New("acemq: outbox: NewInbox was given a nil *sql.DB")
+		return nil, errors.New("outbox: NewInbox was given a nil *sql.DB")
 	case !dialect.valid():
-		return nil, fmt.Errorf("acemq: outbox: NewInbox was given %v; want outbox.Postgres or outbox.SQLite", dialect)
+		return nil, fmt.Errorf("outbox: NewInbox was given %v; want outbox.Postgres or outbox.SQLite", dialect)
 	}
 	cfg, err := newConfig(DefaultInboxTable, opts)
 	if err != nil {
@@ -84,7 +84,7 @@ func (in *Inbox) Migrate(ctx context.Context) error {
 	}
 	for _, stmt := range stmts {
 		if _, err := in.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("acemq: outbox: migrating inbox table %s: %w", in.table, err)
+			return fmt.Errorf("outbox: migrating inbox table %s: %w", in.table, err)
 		}
 	}
 	return nil
@@ -93,7 +93,7 @@ func (in *Inbox) Migrate(ctx context.Context) error {
 // Drop deletes the inbox table. It is meant for tests and tear-downs.
 func (in *Inbox) Drop(ctx context.Context) error {
 	if _, err := in.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+in.table); err != nil {
-		return fmt.Errorf("acemq: outbox: dropping inbox table %s: %w", in.table, err)
+		return fmt.Errorf("outbox: dropping inbox table %s: %w", in.table, err)
 	}
 	return nil
 }
@@ -107,7 +107,7 @@ func (in *Inbox) Claim(ctx context.Context, key string, lease time.Duration) (pa
 		return 0, err
 	}
 	if lease <= 0 {
-		return 0, fmt.Errorf("acemq: outbox: inbox Claim of key %q was given lease %v; want a positive one", key, lease)
+		return 0, fmt.Errorf("outbox: inbox Claim of key %q was given lease %v; want a positive one", key, lease)
 	}
 	for range 3 {
 		now := time.Now()
@@ -117,7 +117,7 @@ func (in *Inbox) Claim(ctx context.Context, key string, lease time.Duration) (pa
 		case err == nil:
 			return patterns.Claimed, nil
 		case !errors.Is(err, sql.ErrNoRows):
-			return 0, fmt.Errorf("acemq: outbox: claiming key %q in %s: %w", key, in.table, err)
+			return 0, fmt.Errorf("outbox: claiming key %q in %s: %w", key, in.table, err)
 		}
 		var done bool
 		err = in.db.QueryRowContext(ctx, in.state, key).Scan(&done)
@@ -125,7 +125,7 @@ func (in *Inbox) Claim(ctx context.Context, key string, lease time.Duration) (pa
 		case errors.Is(err, sql.ErrNoRows):
 			continue // released between the two statements: try again
 		case err != nil:
-			return 0, fmt.Errorf("acemq: outbox: reading key %q in %s: %w", key, in.table, err)
+			return 0, fmt.Errorf("outbox: reading key %q in %s: %w", key, in.table, err)
 		case done:
 			return patterns.Duplicate, nil
 		default:
@@ -143,7 +143,7 @@ func (in *Inbox) Complete(ctx context.Context, key string, keep time.Duration) e
 		return err
 	}
 	if _, err := in.db.ExecContext(ctx, in.complete, key, in.keepUntil(keep)); err != nil {
-		return fmt.Errorf("acemq: outbox: completing key %q in %s: %w", key, in.table, err)
+		return fmt.Errorf("outbox: completing key %q in %s: %w", key, in.table, err)
 	}
 	return nil
 }
@@ -158,10 +158,10 @@ func (in *Inbox) CompleteTx(ctx context.Context, tx *sql.Tx, key string, keep ti
 		return err
 	}
 	if tx == nil {
-		return fmt.Errorf("acemq: outbox: inbox CompleteTx of key %q was given a nil *sql.Tx", key)
+		return fmt.Errorf("outbox: inbox CompleteTx of key %q was given a nil *sql.Tx", key)
 	}
 	if _, err := tx.ExecContext(ctx, in.complete, key, in.keepUntil(keep)); err != nil {
-		return fmt.Errorf("acemq: outbox: completing key %q in %s within a transaction: %w", key, in.table, err)
+		return fmt.Errorf("outbox: completing key %q in %s within a transaction: %w", key, in.table, err)
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func (in *Inbox) ClaimTx(ctx context.Context, tx *sql.Tx, key string, keep time.
 		return 0, err
 	}
 	if tx == nil {
-		return 0, fmt.Errorf("acemq: outbox: inbox ClaimTx of key %q was given a nil *sql.Tx", key)
+		return 0, fmt.Errorf("outbox: inbox ClaimTx of key %q was given a nil *sql.Tx", key)
 	}
 	var got string
 	err := tx.QueryRowContext(ctx, in.claimDone, key, in.keepUntil(keep), in.dialect.timeArg(time.Now())).Scan(&got)
@@ -189,13 +189,13 @@ func (in *Inbox) ClaimTx(ctx context.Context, tx *sql.Tx, key string, keep time.
 	case err == nil:
 		return patterns.Claimed, nil
 	case !errors.Is(err, sql.ErrNoRows):
-		return 0, fmt.Errorf("acemq: outbox: claiming key %q in %s within a transaction: %w", key, in.table, err)
+		return 0, fmt.Errorf("outbox: claiming key %q in %s within a transaction: %w", key, in.table, err)
 	}
 	// The row exists and has not expired; the transaction sees it, since
 	// the insert found it.
 	var done bool
 	if err := tx.QueryRowContext(ctx, in.state, key).Scan(&done); err != nil {
-		return 0, fmt.Errorf("acemq: outbox: reading key %q in %s within a transaction: %w", key, in.table, err)
+		return 0, fmt.Errorf("outbox: reading key %q in %s within a transaction: %w", key, in.table, err)
 	}
 	if done {
 		return patterns.Duplicate, nil
@@ -210,7 +210,7 @@ func (in *Inbox) Release(ctx context.Context, key string) error {
 		return err
 	}
 	if _, err := in.db.ExecContext(ctx, in.release, key); err != nil {
-		return fmt.Errorf("acemq: outbox: releasing key %q in %s: %w", key, in.table, err)
+		return fmt.Errorf("outbox: releasing key %q in %s: %w", key, in.table, err)
 	}
 	return nil
 }
@@ -221,11 +221,11 @@ func (in *Inbox) Release(ctx context.Context, key string) error {
 func (in *Inbox) Purge(ctx context.Context) (int64, error) {
 	res, err := in.db.ExecContext(ctx, in.purge, in.dialect.timeArg(time.Now()))
 	if err != nil {
-		return 0, fmt.Errorf("acemq: outbox: purging expired keys of %s: %w", in.table, err)
+		return 0, fmt.Errorf("outbox: purging expired keys of %s: %w", in.table, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("acemq: outbox: counting purged keys of %s: %w", in.table, err)
+		return 0, fmt.Errorf("outbox: counting purged keys of %s: %w", in.table, err)
 	}
 	return n, nil
 }
@@ -237,7 +237,7 @@ func (in *Inbox) keepUntil(keep time.Duration) any {
 
 func checkKey(op, key string) error {
 	if key == "" {
-		return fmt.Errorf("acemq: outbox: inbox %s was given an empty key", op)
+		return fmt.Errorf("outbox: inbox %s was given an empty key", op)
 	}
 	return nil
 }

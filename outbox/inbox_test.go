@@ -121,7 +121,7 @@ func TestInboxRejectsBadInput(t *testing.T) {
 			err := tc.call()
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.Contains(t, err.Error(), "acemq: outbox: inbox")
+			assert.Contains(t, err.Error(), "outbox: inbox")
 		})
 	}
 }
@@ -259,7 +259,7 @@ func TestInboxClaimTx(t *testing.T) {
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback() }()
 		_, err = in.ClaimTx(ctx, tx, "", time.Minute)
-		assert.ErrorContains(t, err, "acemq: outbox: inbox ClaimTx was given an empty key")
+		assert.ErrorContains(t, err, "outbox: inbox ClaimTx was given an empty key")
 		_, err = in.ClaimTx(ctx, nil, "k4", time.Minute)
 		assert.ErrorContains(t, err, "nil *sql.Tx")
 	})

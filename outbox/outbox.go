@@ -50,7 +50,7 @@ func Table(name string) Option {
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return optionFunc(func(c *config) {
 		if mp == nil {
-			c.errs = append(c.errs, errors.New("acemq: outbox: WithMeterProvider was given nil"))
+			c.errs = append(c.errs, errors.New("outbox: WithMeterProvider was given nil"))
 			return
 		}
 		c.meterProvider = mp
@@ -61,7 +61,7 @@ func newConfig(defaultTable string, opts []Option) (config, error) {
 	cfg := config{table: defaultTable}
 	for _, o := range opts {
 		if o == nil {
-			cfg.errs = append(cfg.errs, errors.New("acemq: outbox: a nil Option was given"))
+			cfg.errs = append(cfg.errs, errors.New("outbox: a nil Option was given"))
 			continue
 		}
 		o.apply(&cfg)
@@ -88,9 +88,9 @@ type Outbox struct {
 func New(db *sql.DB, dialect Dialect, opts ...Option) (*Outbox, error) {
 	switch {
 	case db == nil:
-		return nil, errors.New("acemq: outbox: New was given a nil *sql.DB")
+		return nil, errors.New("outbox: New was given a nil *sql.DB")
 	case !dialect.valid():
-		return nil, fmt.Errorf("acemq: outbox: New was given %v; want outbox.Postgres or outbox.SQLite", dialect)
+		return nil, fmt.Errorf("outbox: New was given %v; want outbox.Postgres or outbox.SQLite", dialect)
 	}
 	cfg, err := newConfig(DefaultTable, opts)
 	if err != nil {
@@ -101,7 +101,7 @@ func New(db *sql.DB, dialect Dialect, opts ...Option) (*Outbox, error) {
 	}
 	o := &Outbox{db: db, dialect: dialect, table: cfg.table, mp: cfg.meterProvider}
 	if o.metrics, err = newInstruments(cfg.meterProvider, o); err != nil {
-		return nil, fmt.Errorf("acemq: outbox: creating the instruments of table %s: %w", o.table, err)
+		return nil, fmt.Errorf("outbox: creating the instruments of table %s: %w", o.table, err)
 	}
 	return o, nil
 }
@@ -141,7 +141,7 @@ func (o *Outbox) Close() error { return o.metrics.close() }
 // time columns hold Unix microseconds.
 func (o *Outbox) Migrate(ctx context.Context) error {
 	if err := o.migrate(ctx); err != nil {
-		return fmt.Errorf("acemq: outbox: migrating table %s: %w", o.table, err)
+		return fmt.Errorf("outbox: migrating table %s: %w", o.table, err)
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ func (o *Outbox) migrate(ctx context.Context) error {
 // tests and tear-downs.
 func (o *Outbox) Drop(ctx context.Context) error {
 	if _, err := o.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+o.table); err != nil {
-		return fmt.Errorf("acemq: outbox: dropping table %s: %w", o.table, err)
+		return fmt.Errorf("outbox: dropping table %s: %w", o.table, err)
 	}
 	return nil
 }
@@ -216,7 +216,7 @@ func (o *Outbox) Drop(ctx context.Context) error {
 func (o *Outbox) Pending(ctx context.Context) (int64, error) {
 	var n int64
 	if err := o.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+o.table+" WHERE dead_at IS NULL").Scan(&n); err != nil {
-		return 0, fmt.Errorf("acemq: outbox: counting the rows of %s: %w", o.table, err)
+		return 0, fmt.Errorf("outbox: counting the rows of %s: %w", o.table, err)
 	}
 	return n, nil
 }

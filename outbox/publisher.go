@@ -50,11 +50,11 @@ func NewPublisher[T any](o *Outbox, c *acemq.Conn, exchange, routingKey string, 
 func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.SendOption) error {
 	switch {
 	case p == nil || p.o == nil:
-		return errors.New("acemq: outbox: Send on a Publisher without an Outbox")
+		return errors.New("outbox: Send on a Publisher without an Outbox")
 	case p.pub == nil:
-		return fmt.Errorf("acemq: outbox: Send to table %s on a Publisher without a Conn", p.o.table)
+		return fmt.Errorf("outbox: Send to table %s on a Publisher without a Conn", p.o.table)
 	case tx == nil:
-		return fmt.Errorf("acemq: outbox: Send to table %s was given a nil *sql.Tx", p.o.table)
+		return fmt.Errorf("outbox: Send to table %s was given a nil *sql.Tx", p.o.table)
 	}
 	at, after, err := dueAt(opts)
 	if err != nil {
@@ -76,7 +76,7 @@ func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.
 		m.Envelope.ID, m.Exchange, m.RoutingKey, env, nonNil(m.Body), m.ContentType,
 		d.timeArg(at), after.Microseconds())
 	if err != nil {
-		return fmt.Errorf("acemq: outbox: inserting message %q into %s: %w", m.Envelope.ID, p.o.table, err)
+		return fmt.Errorf("outbox: inserting message %q into %s: %w", m.Envelope.ID, p.o.table, err)
 	}
 	return nil
 }
@@ -122,7 +122,7 @@ func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	}
 	s, ok := v.(schedule)
 	if !ok {
-		return time.Time{}, 0, fmt.Errorf("acemq: outbox: a schedule option holds a %T", v)
+		return time.Time{}, 0, fmt.Errorf("outbox: a schedule option holds a %T", v)
 	}
 	if !s.isAt {
 		return epoch, max(0, s.after), nil

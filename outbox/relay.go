@@ -49,7 +49,7 @@ type relayConfig struct {
 func BatchSize(n int) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if n < 1 || n > 10_000 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: BatchSize(%d) is outside 1 to 10000", n))
+			c.errs = append(c.errs, fmt.Errorf("outbox: BatchSize(%d) is outside 1 to 10000", n))
 			return
 		}
 		c.batch = n
@@ -61,7 +61,7 @@ func BatchSize(n int) RelayOption {
 func Window(n int) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: Window(%d) is below 1", n))
+			c.errs = append(c.errs, fmt.Errorf("outbox: Window(%d) is below 1", n))
 			return
 		}
 		c.window = n
@@ -74,7 +74,7 @@ func Window(n int) RelayOption {
 func PollInterval(d time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if d <= 0 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: PollInterval(%v) is not positive", d))
+			c.errs = append(c.errs, fmt.Errorf("outbox: PollInterval(%v) is not positive", d))
 			return
 		}
 		c.poll = d
@@ -89,7 +89,7 @@ func PollInterval(d time.Duration) RelayOption {
 func Lease(d time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if d < 100*time.Millisecond {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: Lease(%v) is below 100ms", d))
+			c.errs = append(c.errs, fmt.Errorf("outbox: Lease(%v) is below 100ms", d))
 			return
 		}
 		c.lease = d
@@ -102,7 +102,7 @@ func Lease(d time.Duration) RelayOption {
 func Backoff(minimum, maximum time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if minimum <= 0 || maximum < minimum {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: Backoff(%v, %v) wants 0 < minimum <= maximum", minimum, maximum))
+			c.errs = append(c.errs, fmt.Errorf("outbox: Backoff(%v, %v) wants 0 < minimum <= maximum", minimum, maximum))
 			return
 		}
 		c.minBackoff, c.maxBackoff = minimum, maximum
@@ -118,7 +118,7 @@ func Backoff(minimum, maximum time.Duration) RelayOption {
 func MaxAttempts(n int) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: MaxAttempts(%d) is below 1", n))
+			c.errs = append(c.errs, fmt.Errorf("outbox: MaxAttempts(%d) is below 1", n))
 			return
 		}
 		c.maxAttempts = n
@@ -134,7 +134,7 @@ func MaxAttempts(n int) RelayOption {
 func StopTimeout(d time.Duration) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if d < 0 {
-			c.errs = append(c.errs, fmt.Errorf("acemq: outbox: StopTimeout(%v) is negative", d))
+			c.errs = append(c.errs, fmt.Errorf("outbox: StopTimeout(%v) is negative", d))
 			return
 		}
 		c.stopTimeout = d
@@ -147,7 +147,7 @@ func StopTimeout(d time.Duration) RelayOption {
 func WithLogger(l *slog.Logger) RelayOption {
 	return relayOptionFunc(func(c *relayConfig) {
 		if l == nil {
-			c.errs = append(c.errs, errors.New("acemq: outbox: WithLogger was given nil"))
+			c.errs = append(c.errs, errors.New("outbox: WithLogger was given nil"))
 			return
 		}
 		c.logger = l
@@ -178,16 +178,16 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 	}}
 	for _, opt := range opts {
 		if opt == nil {
-			r.cfg.errs = append(r.cfg.errs, errors.New("acemq: outbox: NewRelay was given a nil option"))
+			r.cfg.errs = append(r.cfg.errs, errors.New("outbox: NewRelay was given a nil option"))
 			continue
 		}
 		opt.applyRelay(&r.cfg)
 	}
 	switch {
 	case o == nil:
-		r.err = errors.New("acemq: outbox: NewRelay was given a nil Outbox")
+		r.err = errors.New("outbox: NewRelay was given a nil Outbox")
 	case c == nil:
-		r.err = fmt.Errorf("acemq: outbox: NewRelay of table %s was given a nil Conn", o.table)
+		r.err = fmt.Errorf("outbox: NewRelay of table %s was given a nil Conn", o.table)
 	default:
 		r.err = errors.Join(r.cfg.errs...)
 		r.sqls = newRelaySQL(o)
@@ -235,7 +235,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return nil
 		case closed:
-			return fmt.Errorf("acemq: outbox: relay of table %s stopped: %w", r.o.table, err)
+			return fmt.Errorf("outbox: relay of table %s stopped: %w", r.o.table, err)
 		case err != nil:
 		case n == r.cfg.batch:
 			continue // more may be due

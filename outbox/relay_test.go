@@ -217,7 +217,7 @@ func TestRelayStopsWhenTheConnIsClosed(t *testing.T) {
 
 	err := outbox.NewRelay(o, c, outbox.WithLogger(quiet)).Run(t.Context())
 	require.ErrorIs(t, err, acemq.ErrClosed)
-	assert.Contains(t, err.Error(), "acemq: outbox: relay of table "+o.TableName())
+	assert.True(t, strings.HasPrefix(err.Error(), "outbox: relay of table "+o.TableName()+" stopped: "), err.Error())
 	assert.Len(t, storedIDs(t, db, o), 1, "the unsent row must stay")
 }
 
@@ -251,7 +251,7 @@ func TestRelayRejectsBadOptions(t *testing.T) {
 			err := outbox.NewRelay(tc.o, tc.c, tc.opt).Run(t.Context())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
-			assert.True(t, strings.HasPrefix(err.Error(), "acemq: outbox: "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), "outbox: "), err.Error())
 			assert.False(t, errors.Is(err, context.Canceled))
 		})
 	}

@@ -16,7 +16,7 @@ import (
 // refused before that by the Conn's own checks, with their error, as a
 // direct Send would be. Either way nothing was written and the caller's
 // transaction is still usable.
-var ErrInvalid = errors.New("acemq: outbox: invalid message")
+var ErrInvalid = errors.New("outbox: invalid message")
 
 // checkMessage reports what in m the database would refuse, before Send
 // touches the caller's transaction: a failed statement would abort it

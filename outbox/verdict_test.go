@@ -80,7 +80,9 @@ func TestEveryPathGivesAHeaderTheSameVerdict(t *testing.T) {
 		{name: "memory", url: func(t *testing.T) string { return acemqtest.Memory(t) }},
 		{name: "rabbitmq", url: func(t *testing.T) string { return acemqtest.RabbitMQ(t) }},
 	}
-	verdict := func(t *testing.T, path string, ok bool, err error) {
+	// prefix is how the refusal begins: a Send's is acemq's (the outbox's
+	// Send runs the Conn's Prepare), a transport's Publish the transport's.
+	verdict := func(t *testing.T, path, prefix string, ok bool, err error) {
 		t.Helper()
 		if ok && err != nil {
 			t.Errorf("%s refused it: %v", path, err)
@@ -88,8 +90,8 @@ func TestEveryPathGivesAHeaderTheSameVerdict(t *testing.T) {
 		if !ok && err == nil {
 			t.Errorf("%s accepted it", path)
 		}
-		if err != nil && !strings.HasPrefix(err.Error(), "acemq: ") {
-			t.Errorf("%s: the error lacks the acemq prefix: %v", path, err)
+		if err != nil && !strings.HasPrefix(err.Error(), prefix) {
+			t.Errorf("%s: the error does not begin %q: %v", path, prefix, err)
 		}
 	}
 	for _, br := range brokers {
@@ -106,12 +108,12 @@ func TestEveryPathGivesAHeaderTheSameVerdict(t *testing.T) {
 					if key == "" {
 						key = "x-value"
 					}
-					verdict(t, "Send", tc.ok, pub.Send(t.Context(), Order{ID: "v"}, acemq.Header(key, tc.value)))
+					verdict(t, "Send", "acemq: ", tc.ok, pub.Send(t.Context(), Order{ID: "v"}, acemq.Header(key, tc.value)))
 					err := c.Transport().Publish(t.Context(), transport.Message{
 						RoutingKey: queue, MessageID: "v", Body: []byte("{}"),
 						Headers: map[string]any{key: tc.value},
 					})
-					verdict(t, "the transport's Publish", tc.ok, err)
+					verdict(t, "the transport's Publish", br.name+": publish to exchange ", tc.ok, err)
 				})
 			}
 		})
@@ -129,7 +131,7 @@ func TestEveryPathGivesAHeaderTheSameVerdict(t *testing.T) {
 				tx, err := db.BeginTx(t.Context(), nil)
 				require.NoError(t, err)
 				defer func() { _ = tx.Rollback() }()
-				verdict(t, "the outbox's Send", tc.ok, pub.Send(t.Context(), tx, Order{ID: "v"}, acemq.Header(key, tc.value)))
+				verdict(t, "the outbox's Send", "acemq: ", tc.ok, pub.Send(t.Context(), tx, Order{ID: "v"}, acemq.Header(key, tc.value)))
 			})
 		}
 	})

@@ -32,4 +32,4 @@ func noHandler[T any](context.Context, *acemq.Message[T]) acemq.Ack {
 	return acemq.Reject(errNoHandler)
 }
 
-var errNoHandler = errors.New("acemq: patterns.Chain was given a nil handler")
+var errNoHandler = errors.New("patterns: Chain was given a nil handler")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/errtext"
 )
 
 // IdempotencyStore remembers which message keys have been handled. Claim,
@@ -142,7 +141,7 @@ func WithIdempotency[T any](store IdempotencyStore, opts ...IdempotencyOption) a
 	}
 }
 
-var errNilStore = errors.New("acemq: patterns.WithIdempotency was given a nil store")
+var errNilStore = errors.New("patterns: WithIdempotency was given a nil store")
 
 func envelopeID(e *acemq.Envelope) string { return e.ID }
 
@@ -153,20 +152,20 @@ const releaseTimeout = 5 * time.Second
 func guard[T any](ctx context.Context, store IdempotencyStore, cfg *idempotencyConfig, m *acemq.Message[T], next acemq.Handler[T]) acemq.Ack {
 	key := cfg.key(m.Envelope)
 	if key == "" {
-		return acemq.AckOf(acemq.Fatal(fmt.Errorf("acemq: the idempotency key of message %s is empty", m.Envelope.ID)))
+		return acemq.AckOf(acemq.Fatal(fmt.Errorf("patterns: the idempotency key of message %s is empty", m.Envelope.ID)))
 	}
 	res, err := store.Claim(ctx, key, cfg.lease)
 	if err != nil {
-		return acemq.Retry(errtext.Errorf("claiming idempotency key %q: %w", key, err))
+		return acemq.Retry(fmt.Errorf("patterns: claiming idempotency key %q: %w", key, err))
 	}
 	switch res {
 	case Duplicate:
 		return acemq.Done()
 	case InProgress:
-		return acemq.RetryAfter(cfg.lease, fmt.Errorf("acemq: idempotency key %q is being handled elsewhere", key))
+		return acemq.RetryAfter(cfg.lease, fmt.Errorf("patterns: idempotency key %q is being handled elsewhere", key))
 	case Claimed:
 	default:
-		return acemq.Retry(fmt.Errorf("acemq: claiming idempotency key %q: the store answered %v", key, res))
+		return acemq.Retry(fmt.Errorf("patterns: claiming idempotency key %q: the store answered %v", key, res))
 	}
 
 	release := func() {
@@ -190,7 +189,7 @@ func guard[T any](ctx context.Context, store IdempotencyStore, cfg *idempotencyC
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if err := store.Complete(cctx, key, cfg.keep); err != nil {
-		return acemq.Retry(errtext.Errorf("recording idempotency key %q as handled: %w", key, err))
+		return acemq.Retry(fmt.Errorf("patterns: recording idempotency key %q as handled: %w", key, err))
 	}
 	return acemq.Done()
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -89,11 +88,11 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 	var rep ReplayReport
 	switch {
 	case c == nil:
-		return rep, errors.New("acemq: patterns.Replay was given a nil Conn")
+		return rep, errors.New("patterns: Replay was given a nil Conn")
 	case from == "" || to == "":
-		return rep, fmt.Errorf("acemq: replay from %q to %q: both queues must be named", from, to)
+		return rep, fmt.Errorf("patterns: replay from %q to %q: both queues must be named", from, to)
 	case from == to:
-		return rep, fmt.Errorf("acemq: replay from %q to itself would never end", from)
+		return rep, fmt.Errorf("patterns: replay from %q to itself would never end", from)
 	}
 	var cfg replayConfig
 	for _, o := range opts {
@@ -103,7 +102,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 	}
 	t := c.Transport()
 	if _, err := t.Inspect(ctx, to); err != nil {
-		return rep, errtext.Errorf("replay to %q: %w", to, err)
+		return rep, fmt.Errorf("patterns: replay to %q: %w", to, err)
 	}
 	r := replayer{c: c, t: t, from: from, to: to, cfg: &cfg}
 	defer r.putBack()
@@ -123,7 +122,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 			if ctx.Err() != nil {
 				return rep, ctx.Err()
 			}
-			return rep, errtext.Errorf("replay from %q: %w", from, err)
+			return rep, fmt.Errorf("patterns: replay from %q: %w", from, err)
 		}
 		if !ok {
 			break
@@ -134,7 +133,7 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 		}
 	}
 	if r.firstErr != nil {
-		return rep, errtext.Errorf("replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
+		return rep, fmt.Errorf("patterns: replay from %q to %q: %d messages could not be moved and stay on %q; the first: %w",
 			from, to, rep.Failed, from, r.firstErr)
 	}
 	return rep, nil

@@ -25,7 +25,7 @@ import (
 func Request[Req, Resp any](ctx context.Context, c *acemq.Conn, exchange, key string, req Req, opts ...acemq.SendOption) (Resp, error) {
 	var resp Resp
 	if c == nil {
-		return resp, errors.New("acemq: patterns.Request was given a nil Conn")
+		return resp, errors.New("patterns: Request was given a nil Conn")
 	}
 	m, err := acemq.NewPublisher[Req](c, exchange, key).Prepare(ctx, req, opts...)
 	if err != nil {
@@ -54,11 +54,11 @@ func Request[Req, Resp any](ctx context.Context, c *acemq.Conn, exchange, key st
 func Reply[Resp any](ctx context.Context, c *acemq.Conn, incoming *acemq.Envelope, resp Resp, opts ...acemq.SendOption) error {
 	switch {
 	case c == nil:
-		return errors.New("acemq: patterns.Reply was given a nil Conn")
+		return errors.New("patterns: Reply was given a nil Conn")
 	case incoming == nil:
-		return errors.New("acemq: patterns.Reply was given a nil envelope")
+		return errors.New("patterns: Reply was given a nil envelope")
 	case incoming.ReplyTo == "":
-		return fmt.Errorf("acemq: message %s asked for no reply (its ReplyTo is empty)", incoming.ID)
+		return fmt.Errorf("patterns: message %s asked for no reply (its ReplyTo is empty)", incoming.ID)
 	}
 	opts = append(opts[:len(opts):len(opts)], acemq.CorrelationID(incoming.ID))
 	m, err := acemq.NewPublisher[Resp](c, "", incoming.ReplyTo).Prepare(ctx, resp, opts...)

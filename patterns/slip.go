@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/internal/extend"
 	"github.com/google/uuid"
 )
@@ -72,10 +71,10 @@ func Forward[T any](c *acemq.Conn) acemq.Middleware[T] {
 				return ack
 			}
 			if c == nil {
-				return acemq.Retry(errors.New("acemq: patterns.Forward was given a nil Conn"))
+				return acemq.Retry(errors.New("patterns: Forward was given a nil Conn"))
 			}
 			if err := forward(ctx, c, m, slip[0], slip[1:]); err != nil {
-				return acemq.Retry(errtext.Errorf("forwarding message %s to the next step %q: %w", m.Envelope.ID, slip[0], err))
+				return acemq.Retry(fmt.Errorf("patterns: forwarding message %s to the next step %q: %w", m.Envelope.ID, slip[0], err))
 			}
 			return ack
 		}
@@ -117,7 +116,7 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 		return nil, nil
 	}
 	bad := func() error {
-		return fmt.Errorf("acemq: the routing slip of message %s is unreadable: header %s is %T, want a list of queue names", env.ID, itineraryHeader, v)
+		return fmt.Errorf("patterns: the routing slip of message %s is unreadable: header %s is %T, want a list of queue names", env.ID, itineraryHeader, v)
 	}
 	var out []string
 	switch list := v.(type) {
@@ -140,7 +139,7 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 	}
 	for i, s := range out {
 		if s == "" {
-			return nil, fmt.Errorf("acemq: the routing slip of message %s has an empty step (step %d of %q)", env.ID, i+1, out)
+			return nil, fmt.Errorf("patterns: the routing slip of message %s has an empty step (step %d of %q)", env.ID, i+1, out)
 		}
 	}
 	return out, nil

@@ -40,7 +40,7 @@ func WithTimeout[T any](d time.Duration) acemq.Middleware[T] {
 }
 
 // errTimeoutCause tells WithTimeout's own deadline from any other.
-var errTimeoutCause = errors.New("acemq: patterns.WithTimeout's deadline")
+var errTimeoutCause = errors.New("patterns: WithTimeout's deadline")
 
 // TimeoutError is the error WithTimeout puts in place of a handler's
 // deadline error. It reads "timed out after <d>" and unwraps to the

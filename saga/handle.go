@@ -87,13 +87,13 @@ func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step
 	var bad error
 	switch {
 	case s == nil:
-		bad = errors.New("acemq: saga: Handle was given a nil *Saga")
+		bad = errors.New("saga: Handle was given a nil *Saga")
 	case correlate == nil:
-		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil correlate function", s.name)
+		bad = fmt.Errorf("saga: Handle of %q was given a nil correlate function", s.name)
 	case step == nil:
-		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil Step", s.name)
+		bad = fmt.Errorf("saga: Handle of %q was given a nil Step", s.name)
 	case nilOpts:
-		bad = fmt.Errorf("acemq: saga: Handle of %q was given a nil HandleOption", s.name)
+		bad = fmt.Errorf("saga: Handle of %q was given a nil HandleOption", s.name)
 	}
 	return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
 		if bad != nil {

@@ -17,7 +17,7 @@ import (
 // ErrNotFound is what Get returns, wrapped, when no instance has the
 // correlation ID; the error a handler rejects a message with, when it may
 // not start the saga, wraps it too. Test with errors.Is.
-var ErrNotFound = errors.New("acemq: saga: no such instance")
+var ErrNotFound = errors.New("saga: no such instance")
 
 // notFound names the saga and the correlation ID that has no instance.
 type notFound struct{ name, id string }
@@ -72,10 +72,10 @@ type Saga[S any] struct {
 // (WithMeterProvider, else o's); Close unregisters it.
 func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error) {
 	if o == nil {
-		return nil, errors.New("acemq: saga: New was given a nil *outbox.Outbox")
+		return nil, errors.New("saga: New was given a nil *outbox.Outbox")
 	}
 	if !validName.MatchString(name) || len(name) > maxName {
-		return nil, fmt.Errorf("acemq: saga: the name %q is not made of a-z, 0-9 and _ (1 to %d characters)", name, maxName)
+		return nil, fmt.Errorf("saga: the name %q is not made of a-z, 0-9 and _ (1 to %d characters)", name, maxName)
 	}
 	cfg := config{keep: DefaultInboxKeep}
 	for _, opt := range opts {
@@ -86,13 +86,13 @@ func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error)
 		opt.apply(&cfg)
 	}
 	if err := errors.Join(cfg.errs...); err != nil {
-		return nil, fmt.Errorf("acemq: saga: New of %q: %w", name, err)
+		return nil, fmt.Errorf("saga: New of %q: %w", name, err)
 	}
 	s := &Saga[S]{name: name, table: TablePrefix + name, db: o.DB(), dialect: o.Dialect(), inbox: cfg.inbox, keep: cfg.keep}
 	if s.inbox == nil {
 		in, err := outbox.NewInbox(s.db, s.dialect)
 		if err != nil {
-			return nil, fmt.Errorf("acemq: saga: New of %q: %w", name, err)
+			return nil, fmt.Errorf("saga: New of %q: %w", name, err)
 		}
 		s.inbox = in
 	}
@@ -111,7 +111,7 @@ func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error)
 	}
 	var err error
 	if s.metrics, err = newInstruments(mp, name, s.CountOpen); err != nil {
-		return nil, fmt.Errorf("acemq: saga: creating the instruments of %q: %w", name, err)
+		return nil, fmt.Errorf("saga: creating the instruments of %q: %w", name, err)
 	}
 	return s, nil
 }
@@ -152,11 +152,11 @@ func (s *Saga[S]) Migrate(ctx context.Context) error {
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_open_idx ON %[1]s (updated_at) WHERE done = FALSE`, s.table),
 	} {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("acemq: saga: migrating table %s: %w", s.table, err)
+			return fmt.Errorf("saga: migrating table %s: %w", s.table, err)
 		}
 	}
 	if err := s.inbox.Migrate(ctx); err != nil {
-		return fmt.Errorf("acemq: saga: migrating %q: %w", s.name, err)
+		return fmt.Errorf("saga: migrating %q: %w", s.name, err)
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (s *Saga[S]) Migrate(ctx context.Context) error {
 // or the outbox's). It is meant for tests and tear-downs.
 func (s *Saga[S]) Drop(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+s.table); err != nil {
-		return fmt.Errorf("acemq: saga: dropping table %s: %w", s.table, err)
+		return fmt.Errorf("saga: dropping table %s: %w", s.table, err)
 	}
 	return nil
 }
@@ -176,10 +176,10 @@ func (s *Saga[S]) Drop(ctx context.Context) error {
 func (s *Saga[S]) Get(ctx context.Context, id string) (*Snapshot[S], error) {
 	snap, err := s.scan(s.db.QueryRowContext(ctx, s.get, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("acemq: saga: %w", &notFound{s.name, id})
+		return nil, fmt.Errorf("saga: %w", &notFound{s.name, id})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("acemq: saga: reading %q with correlation ID %q: %w", s.name, id, err)
+		return nil, fmt.Errorf("saga: reading %q with correlation ID %q: %w", s.name, id, err)
 	}
 	return snap, nil
 }
@@ -203,7 +203,7 @@ func (s *Saga[S]) List(ctx context.Context, lo ListOptions) ([]*Snapshot[S], err
 	case lo.Limit == 0:
 		lo.Limit = 100
 	case lo.Limit < 0 || lo.Limit > maxList:
-		return nil, fmt.Errorf("acemq: saga: List of %q was given limit %d; want 1 to %d, or 0 for 100", s.name, lo.Limit, maxList)
+		return nil, fmt.Errorf("saga: List of %q was given limit %d; want 1 to %d, or 0 for 100", s.name, lo.Limit, maxList)
 	}
 	q := s.list
 	if lo.Open {
@@ -211,19 +211,19 @@ func (s *Saga[S]) List(ctx context.Context, lo ListOptions) ([]*Snapshot[S], err
 	}
 	rows, err := s.db.QueryContext(ctx, q, lo.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("acemq: saga: listing %q: %w", s.name, err)
+		return nil, fmt.Errorf("saga: listing %q: %w", s.name, err)
 	}
 	defer rows.Close()
 	var out []*Snapshot[S]
 	for rows.Next() {
 		snap, err := s.scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("acemq: saga: listing %q: %w", s.name, err)
+			return nil, fmt.Errorf("saga: listing %q: %w", s.name, err)
 		}
 		out = append(out, snap)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("acemq: saga: listing %q: %w", s.name, err)
+		return nil, fmt.Errorf("saga: listing %q: %w", s.name, err)
 	}
 	return out, nil
 }
@@ -233,7 +233,7 @@ func (s *Saga[S]) List(ctx context.Context, lo ListOptions) ([]*Snapshot[S], err
 func (s *Saga[S]) CountOpen(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.db.QueryRowContext(ctx, s.countOpen).Scan(&n); err != nil {
-		return 0, fmt.Errorf("acemq: saga: counting the open instances of %q: %w", s.name, err)
+		return 0, fmt.Errorf("saga: counting the open instances of %q: %w", s.name, err)
 	}
 	return n, nil
 }

@@ -48,13 +48,13 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 		opts []saga.Option
 		want string
 	}{
-		{name: "empty name", saga: "", ob: ob, want: `acemq: saga: the name "" is not made of a-z, 0-9 and _`},
+		{name: "empty name", saga: "", ob: ob, want: `saga: the name "" is not made of a-z, 0-9 and _`},
 		{name: "capitals", saga: "Checkout", ob: ob, want: `the name "Checkout" is not made of a-z, 0-9 and _`},
 		{name: "a dash", saga: "check-out", ob: ob, want: `the name "check-out"`},
 		{name: "a quote", saga: `x"; DROP TABLE t; --`, ob: ob, want: `is not made of a-z, 0-9 and _`},
 		{name: "too long", saga: strings.Repeat("a", 41), ob: ob, want: "(1 to 40 characters)"},
-		{name: "nil outbox", saga: "checkout", want: "acemq: saga: New was given a nil *outbox.Outbox"},
-		{name: "nil option", saga: "checkout", ob: ob, opts: []saga.Option{nil}, want: `acemq: saga: New of "checkout": a nil Option was given`},
+		{name: "nil outbox", saga: "checkout", want: "saga: New was given a nil *outbox.Outbox"},
+		{name: "nil option", saga: "checkout", ob: ob, opts: []saga.Option{nil}, want: `saga: New of "checkout": a nil Option was given`},
 		{name: "nil meter provider", saga: "checkout", ob: ob, opts: []saga.Option{saga.WithMeterProvider(nil)}, want: "WithMeterProvider was given nil"},
 		{name: "nil inbox", saga: "checkout", ob: ob, opts: []saga.Option{saga.WithInbox(nil)}, want: "WithInbox was given nil"},
 		{name: "no keep", saga: "checkout", ob: ob, opts: []saga.Option{saga.InboxKeep(0)}, want: "InboxKeep was given 0s; want a positive duration"},
@@ -122,7 +122,7 @@ func TestAStepsLife(t *testing.T) {
 		assert.Zero(t, r.runs.Load())
 		_, err := f.saga.Get(ctx, "o-42")
 		assert.ErrorIs(t, err, saga.ErrNotFound)
-		assert.EqualError(t, err, fmt.Sprintf(`acemq: saga: no saga %q with correlation ID "o-42"`, name))
+		assert.EqualError(t, err, fmt.Sprintf(`saga: no saga %q with correlation ID "o-42"`, name))
 
 		// Started.
 		before := time.Now().Add(-time.Second)
@@ -206,7 +206,7 @@ func TestHandleWithoutItsParts(t *testing.T) {
 		h    acemq.Handler[Event]
 		want string
 	}{
-		{"nil saga", saga.Handle[Checkout](nil, byCorrelationID[Event], step), "acemq: saga: Handle was given a nil *Saga"},
+		{"nil saga", saga.Handle[Checkout](nil, byCorrelationID[Event], step), "saga: Handle was given a nil *Saga"},
 		{"nil correlate", saga.Handle(f.saga, nil, step), "was given a nil correlate function"},
 		{"nil step", saga.Handle[Checkout, Event](f.saga, byCorrelationID[Event], nil), "was given a nil Step"},
 		{"nil option", saga.Handle(f.saga, byCorrelationID[Event], step, nil), "was given a nil HandleOption"},

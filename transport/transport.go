@@ -35,6 +35,9 @@ import (
 )
 
 // Sentinel errors every Transport reports with (wrapped with %w and context).
+// They are package acemq's errors (it re-exports them), so their texts begin
+// "acemq: "; a transport's own errors begin with its own name ("rabbitmq: ",
+// "memory: ") and wrap these with %w.
 var (
 	// ErrClosed reports a call on a closed transport or Conn.
 	ErrClosed = errors.New("acemq: the connection is closed")
@@ -99,7 +102,7 @@ type Delivery struct {
 // channel the delivery came on is gone.
 func (d Delivery) Ack() error {
 	if d.Acker == nil {
-		return errors.New("acemq: the delivery has no acknowledger")
+		return errors.New("transport: the delivery has no acknowledger")
 	}
 	return d.Acker.Ack(d.Tag)
 }
@@ -109,7 +112,7 @@ func (d Delivery) Ack() error {
 // it by the queue's arguments.
 func (d Delivery) Nack(requeue bool) error {
 	if d.Acker == nil {
-		return errors.New("acemq: the delivery has no acknowledger")
+		return errors.New("transport: the delivery has no acknowledger")
 	}
 	return d.Acker.Nack(d.Tag, requeue)
 }
@@ -282,7 +285,7 @@ type Releaser interface {
 func (d Delivery) Release() error {
 	r, ok := d.Acker.(Releaser)
 	if !ok {
-		return errors.New("acemq: the delivery cannot be released (not from ConsumeHandOver)")
+		return errors.New("transport: the delivery cannot be released (not from ConsumeHandOver)")
 	}
 	return r.Release(d.Tag)
 }

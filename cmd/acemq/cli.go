@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -112,7 +111,7 @@ func (c *cli) report(err error) int {
 		fmt.Fprintf(c.stderr, "acemq: %s (acemq -h for help)\n", ue.msg)
 		return exitUsage
 	}
-	fmt.Fprintf(c.stderr, "acemq: %s\n", scrub(err.Error(), c.brokerURL()))
+	fmt.Fprintln(c.stderr, scrub(err.Error(), c.brokerURL()))
 	return exitFailure
 }
 
@@ -189,7 +188,7 @@ func (c *cli) connect(ctx context.Context) (*acemq.Conn, error) {
 	}
 	url := c.brokerURL()
 	if !c.inProcess && urls.Scheme(url) == "memory" {
-		return nil, fmt.Errorf("%s is an in-process broker: it lives inside the program that uses it, and no other process, this command included, can see it; point -url at RabbitMQ", url)
+		return nil, fmt.Errorf("acemq: %s is an in-process broker: it lives inside the program that uses it, and no other process, this command included, can see it; point -url at RabbitMQ", url)
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -204,7 +203,7 @@ func (c *cli) connect(ctx context.Context) (*acemq.Conn, error) {
 }
 
 // scrub hides rawURL's passwords in s (internal/urls.Scrub: the URL's
-// entries, their passwords plain and escaped) and drops an "acemq: " prefix.
+// entries, their passwords plain and escaped).
 func scrub(s, rawURL string) string {
-	return urls.Scrub(strings.TrimPrefix(s, "acemq: "), rawURL)
+	return urls.Scrub(s, rawURL)
 }

@@ -158,8 +158,8 @@ func TestUsage(t *testing.T) {
 		{"replay negative rate", []string{"-url", mem, "replay", "-rate", "-5", "a", "b"}, exitUsage, "-rate must not be negative"},
 		{"zero timeout", []string{"-url", mem, "-timeout", "0s", "stats", "q"}, exitUsage, "-timeout must be positive"},
 		{"unsupported scheme", []string{"-url", "nats://x", "stats", "q"}, exitFailure, `unsupported URL scheme "nats"`},
-		{"peek of a missing queue", []string{"-url", mem, "peek", "nowhere"}, exitFailure, `"nowhere"`},
-		{"replay from a missing queue", []string{"-url", mem, "replay", "nowhere", "q"}, exitFailure, `"nowhere"`},
+		{"peek of a missing queue", []string{"-url", mem, "peek", "nowhere"}, exitFailure, `acemq: peek: memory: get: no queue named "nowhere"`},
+		{"replay from a missing queue", []string{"-url", mem, "replay", "nowhere", "q"}, exitFailure, `acemq: replay: the queue to move from, nowhere: memory: inspect: no queue named "nowhere"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

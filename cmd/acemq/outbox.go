@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -63,9 +64,9 @@ func runOutbox(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer db.Close()
-	fail := func(err error) error { // no password of the database's URL in the output
-		return fmt.Errorf("outbox: %s", scrub(err.Error(), *dbURL))
-	}
+	// No password of the database's URL in the output. The outbox
+	// package's errors say "outbox:" already.
+	fail := func(err error) error { return errors.New(scrub(err.Error(), *dbURL)) }
 	o, err := outbox.New(db, dialect, outbox.Table(*table))
 	if err != nil {
 		return fail(err)
@@ -131,7 +132,7 @@ func (c *cli) database(ctx context.Context, cmd, rawURL string) (*sql.DB, outbox
 	cancel()
 	if err != nil {
 		_ = db.Close()
-		return nil, 0, fmt.Errorf("%s: %s", cmd, scrub(err.Error(), rawURL))
+		return nil, 0, fmt.Errorf("acemq: %s: %s", cmd, scrub(err.Error(), rawURL))
 	}
 	return db, dialect, nil
 }

@@ -174,9 +174,9 @@ func TestOutboxUsage(t *testing.T) {
 		{"replay both", []string{"outbox", "replay", "1", "-all", "-db", "sqlite:x.db"}, "", exitUsage, "not both"},
 		{"replay a bad ID", []string{"outbox", "replay", "one", "-db", "sqlite:x.db"}, "", exitUsage, `"one" is not a row ID`},
 		{"dead n zero", []string{"outbox", "dead", "-n", "0", "-db", "sqlite:x.db"}, "", exitUsage, "-n must be between 1 and 1000"},
-		{"bad table", []string{"outbox", "dead", "-table", "a-b", "-db", "sqlite:" + filepath.Join(t.TempDir(), "x.db")}, "", exitFailure, "not a plain SQL identifier"},
+		{"bad table", []string{"outbox", "dead", "-table", "a-b", "-db", "sqlite:" + filepath.Join(t.TempDir(), "x.db")}, "", exitFailure, `outbox: table name "a-b" is not a plain SQL identifier`},
 		{"database from the environment", []string{"outbox", "dead"}, "sqlite:" + filepath.Join(t.TempDir(), "y.db"), exitFailure, "no such table"},
-		{"unreachable postgres", []string{"outbox", "dead", "-timeout", "2s", "-db", "postgres://u:secret@127.0.0.1:1/db"}, "", exitFailure, "outbox:"},
+		{"unreachable postgres", []string{"outbox", "dead", "-timeout", "2s", "-db", "postgres://u:secret@127.0.0.1:1/db"}, "", exitFailure, "acemq: outbox: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,7 +67,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 	for len(held) < *n {
 		d, ok, err := mq.Transport().Get(ctx, queue)
 		if err != nil {
-			return fmt.Errorf("peek: %w", err)
+			return fmt.Errorf("acemq: peek: %w", err)
 		}
 		if !ok {
 			break
@@ -109,7 +109,7 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	field("origin", env.Origin)
 	field("error", env.Error)
 	if perr != nil {
-		field("unreadable", strings.TrimPrefix(perr.Error(), "acemq: "))
+		field("unreadable", perr.Error())
 	}
 	field("correlation", env.CorrelationID)
 	field("causation", env.CausationID)

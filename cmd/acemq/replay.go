@@ -58,12 +58,12 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	defer mq.Close()
 	info, err := mq.Transport().Inspect(ctx, from)
 	if err != nil {
-		return fmt.Errorf("replay: the queue to move from, %s: %w", from, err)
+		return fmt.Errorf("acemq: replay: the queue to move from, %s: %w", from, err)
 	}
 	// The target must exist before anything is taken or counted: a replay
 	// into nowhere should say so, not report a run of failures.
 	if _, err := mq.Transport().Inspect(ctx, to); err != nil {
-		return fmt.Errorf("replay: the target queue %s: %w", to, err)
+		return fmt.Errorf("acemq: replay: the target queue %s: %w", to, err)
 	}
 	fmt.Fprintf(c.stdout, "replaying from %s (%d ready) to %s\n", from, info.Messages, to)
 
@@ -99,14 +99,14 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "moved %d, skipped %d, failed %d\n", rep.Moved, rep.Skipped, rep.Failed)
 	switch {
 	case err != nil && context.Cause(rctx) == errTooManySkipped:
-		return fmt.Errorf("replay stopped after leaving %d messages of other types at the head of %s (each is held until the replay ends); "+
+		return fmt.Errorf("acemq: replay stopped after leaving %d messages of other types at the head of %s (each is held until the replay ends); "+
 			"%d moved. Move or replay those types first, or replay without -type", maxSkipped, from, rep.Moved)
 	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("replay interrupted: %d moved; what was not moved is still on %s", rep.Moved, from)
+		return fmt.Errorf("acemq: replay interrupted: %d moved; what was not moved is still on %s", rep.Moved, from)
 	case err != nil:
 		return err
 	case want != nil && rep.Moved == 0 && rep.Failed == 0 && rep.Skipped > 0:
-		return fmt.Errorf("replay: no message on %s is of type %s (%d looked at, all left where they were)",
+		return fmt.Errorf("acemq: replay: no message on %s is of type %s (%d looked at, all left where they were)",
 			from, strings.Join(slices.Sorted(maps.Keys(want)), " or "), rep.Skipped)
 	}
 	return nil

@@ -47,13 +47,12 @@ func runSaga(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	defer db.Close()
-	// No password of the database's URL in the output. The saga
-	// package's errors say "saga:" already; the driver's do not.
+	// No password of the database's URL in the output. The outbox and
+	// saga packages' errors say "outbox:" and "saga:" already.
 	fail := func(err error) error { return errors.New(scrub(err.Error(), *dbURL)) }
-	failDB := func(err error) error { return fmt.Errorf("saga: %s", scrub(err.Error(), *dbURL)) }
 	o, err := outbox.New(db, dialect)
 	if err != nil {
-		return failDB(err)
+		return fail(err)
 	}
 	defer o.Close()
 	s, err := saga.New[json.RawMessage](o, pos[1])
@@ -69,7 +68,7 @@ func runSaga(ctx context.Context, c *cli, args []string) error {
 		}
 		var state bytes.Buffer
 		if err := json.Indent(&state, snap.State, "", "  "); err != nil {
-			return failDB(fmt.Errorf("the state of %q is not JSON: %w", snap.ID, err))
+			return fmt.Errorf("acemq: saga: the state of %q is not JSON: %w", snap.ID, err)
 		}
 		fmt.Fprintf(c.stdout, "saga:     %s (table %s)\n", s.Name(), s.TableName())
 		fmt.Fprintf(c.stdout, "id:       %q\n", snap.ID)

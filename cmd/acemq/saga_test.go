@@ -123,7 +123,7 @@ func TestSagaShowAndList(t *testing.T) {
 			}
 
 			r = runCLI(t, "saga", "show", name, "o-404", "-db", url)
-			if want := fmt.Sprintf("acemq: saga: no saga %q with correlation ID \"o-404\"", name); r.code != exitFailure || !strings.Contains(r.stderr, want) {
+			if want := fmt.Sprintf("saga: no saga %q with correlation ID \"o-404\"", name); r.code != exitFailure || r.stderr != want+"\n" {
 				t.Errorf("show of a missing instance: exit status %d, stderr %q; want 1 and %q", r.code, r.stderr, want)
 			}
 		})

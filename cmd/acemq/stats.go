@@ -58,7 +58,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 				}
 			case err != nil:
 				_ = tw.Flush()
-				return fmt.Errorf("stats: %w", err)
+				return fmt.Errorf("acemq: stats: %w", err)
 			default:
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", m.name, m.role, info.Messages, info.Consumers)
 			}
@@ -81,7 +81,7 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintln(c.stdout, n)
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("stats: no queue named %s (the table shows the names looked for)", strings.Join(missing, ", "))
+		return fmt.Errorf("acemq: stats: no queue named %s (the table shows the names looked for)", strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func run(ctx context.Context) (err error) {
 	case s := <-settled:
 		fmt.Printf("order %s settled: %s\n", s.Envelope.ID, s.Outcome)
 	case <-ctx.Done():
-		return fmt.Errorf("acemq: the order was not handled: %w", ctx.Err())
+		return fmt.Errorf("the order was not handled: %w", ctx.Err())
 	}
 	return nil
 }

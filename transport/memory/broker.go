@@ -231,5 +231,5 @@ func errorf(sentinel error, format string, args ...any) error {
 
 // closedError reports op on a closed client.
 func closedError(op string) error {
-	return errorf(transport.ErrClosed, "acemq: %s: the memory transport is closed", op)
+	return errorf(transport.ErrClosed, "memory: %s: the memory transport is closed", op)
 }

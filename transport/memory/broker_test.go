@@ -37,8 +37,8 @@ func wantErr(t *testing.T, err, target error, names ...string) {
 			t.Errorf("error %q does not name %q", err, n)
 		}
 	}
-	if !strings.HasPrefix(err.Error(), "acemq: ") {
-		t.Errorf("error %q lacks the acemq: prefix", err)
+	if !strings.HasPrefix(err.Error(), "memory: ") {
+		t.Errorf("error %q lacks the memory: prefix", err)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestErrorsNameWhatFailed(t *testing.T) {
 		{"nil pointer", (*transport.Queue)(nil)},
 	} {
 		err := tr.Declare(ctx, tc.top)
-		if err == nil || !strings.HasPrefix(err.Error(), "acemq: ") {
-			t.Errorf("%s: Declare = %v; want an acemq: error", tc.name, err)
+		if err == nil || !strings.HasPrefix(err.Error(), "memory: ") {
+			t.Errorf("%s: Declare = %v; want a memory: error", tc.name, err)
 		}
 	}
 	must(t, tr.Declare(ctx, &transport.Exchange{Name: "amq.topic", Kind: "topic"}))

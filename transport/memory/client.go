@@ -81,7 +81,7 @@ func (t *Transport) settle(tag uint64, how settlement) error {
 	}
 	e, ok := t.pending[tag]
 	if !ok || e.released {
-		return fmt.Errorf("acemq: %s of delivery %d: no such unsettled delivery on this memory client", how, tag)
+		return fmt.Errorf("memory: %s of delivery %d: no such unsettled delivery on this memory client", how, tag)
 	}
 	delete(t.pending, tag)
 	q, c := e.q, e.c
@@ -118,11 +118,11 @@ func (t *Transport) release(tag uint64) error {
 	}
 	e, ok := t.pending[tag]
 	if !ok || e.released {
-		return fmt.Errorf("acemq: release of delivery %d: no such unsettled delivery on this memory client", tag)
+		return fmt.Errorf("memory: release of delivery %d: no such unsettled delivery on this memory client", tag)
 	}
 	c := e.c
 	if c == nil || !c.handOver {
-		return fmt.Errorf("acemq: release of delivery %d: it was not handed out by ConsumeHandOver", tag)
+		return fmt.Errorf("memory: release of delivery %d: it was not handed out by ConsumeHandOver", tag)
 	}
 	e.released = true
 	c.out--
@@ -175,7 +175,7 @@ func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, 
 	}
 	q, ok := b.queues[queue]
 	if !ok {
-		return transport.Delivery{}, false, errorf(transport.ErrNotFound, "acemq: get: no queue named %q", queue)
+		return transport.Delivery{}, false, errorf(transport.ErrNotFound, "memory: get: no queue named %q", queue)
 	}
 	b.markDirtyLocked(q) // expire what is due first
 	b.flushLocked()

@@ -97,7 +97,7 @@ func (t *Transport) ConsumeHandOver(ctx context.Context, queue string, prefetch 
 
 func (t *Transport) consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery), handOver bool) error {
 	if handle == nil {
-		return fmt.Errorf("acemq: consume from queue %q: the handler is nil", queue)
+		return fmt.Errorf("memory: consume from queue %q: the handler is nil", queue)
 	}
 	b := t.b
 	b.mu.Lock()
@@ -108,7 +108,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 	q, ok := b.queues[queue]
 	if !ok {
 		b.mu.Unlock()
-		return errorf(transport.ErrNotFound, "acemq: consume: no queue named %q", queue)
+		return errorf(transport.ErrNotFound, "memory: consume: no queue named %q", queue)
 	}
 	if ctx.Err() != nil {
 		b.mu.Unlock()

@@ -37,10 +37,10 @@ const defaultDeliveryLimit = 20
 func parseQueue(q transport.Queue) (queueDecl, error) {
 	d := queueDecl{quorum: q.Quorum, args: make(map[string]any, len(q.Args)), deliveryLimit: defaultDeliveryLimit}
 	bad := func(arg string, v any, want string) error {
-		return fmt.Errorf("acemq: queue %q: argument %s is %v (%T), want %s", q.Name, arg, v, v, want)
+		return fmt.Errorf("memory: queue %q: argument %s is %v (%T), want %s", q.Name, arg, v, v, want)
 	}
 	if q.Quorum && q.Transient {
-		return d, fmt.Errorf("acemq: queue %q: a quorum queue is always durable; give Quorum or Transient, not both", q.Name)
+		return d, fmt.Errorf("memory: queue %q: a quorum queue is always durable; give Quorum or Transient, not both", q.Name)
 	}
 	for k, v := range q.Args {
 		d.args[k] = v
@@ -84,13 +84,13 @@ func parseQueue(q transport.Queue) (queueDecl, error) {
 				return d, bad(k, v, `"classic" or "quorum"`)
 			}
 			if s == "classic" && q.Quorum {
-				return d, fmt.Errorf("acemq: queue %q is declared quorum with x-queue-type %q", q.Name, s)
+				return d, fmt.Errorf("memory: queue %q is declared quorum with x-queue-type %q", q.Name, s)
 			}
 			d.quorum = d.quorum || s == "quorum"
 		}
 	}
 	if d.hasDLRK && !d.hasDLX {
-		return d, fmt.Errorf("acemq: queue %q has x-dead-letter-routing-key without x-dead-letter-exchange", q.Name)
+		return d, fmt.Errorf("memory: queue %q has x-dead-letter-routing-key without x-dead-letter-exchange", q.Name)
 	}
 	return d, nil
 }
@@ -159,7 +159,7 @@ func (t *Transport) Declare(ctx context.Context, topology ...transport.Topology)
 		// What RabbitMQ would refuse or mangle, by the rules both
 		// transports share.
 		if err := wire.CheckTopology(item); err != nil {
-			return fmt.Errorf("acemq: memory declare %s: %w", wire.Describe(item), err)
+			return fmt.Errorf("memory: declare %s: %w", wire.Describe(item), err)
 		}
 	}
 	for _, item := range topology {
@@ -182,7 +182,7 @@ func (t *Transport) Declare(ctx context.Context, topology ...transport.Topology)
 		case *transport.ExchangeBinding:
 			err = declarePtr(v, b.bindExchangeLocked)
 		default:
-			err = fmt.Errorf("acemq: cannot declare %T", item)
+			err = fmt.Errorf("memory: cannot declare %T", item)
 		}
 		if err != nil {
 			return err
@@ -193,7 +193,7 @@ func (t *Transport) Declare(ctx context.Context, topology ...transport.Topology)
 
 func declarePtr[T any](v *T, declare func(T) error) error {
 	if v == nil {
-		return fmt.Errorf("acemq: cannot declare a nil %T", v)
+		return fmt.Errorf("memory: cannot declare a nil %T", v)
 	}
 	return declare(*v)
 }
@@ -205,9 +205,9 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 	}
 	switch {
 	case x.Name == "":
-		return fmt.Errorf("acemq: the default exchange cannot be declared")
+		return fmt.Errorf("memory: the default exchange cannot be declared")
 	case kind != kindDirect && kind != kindTopic && kind != kindFanout && kind != kindHeaders && kind != kindConsistentHash:
-		return fmt.Errorf("acemq: exchange %q has unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", x.Name, x.Kind)
+		return fmt.Errorf("memory: exchange %q has unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", x.Name, x.Kind)
 	}
 	var hash hashOn
 	if kind == kindConsistentHash {
@@ -219,14 +219,14 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 	if old, ok := b.exchanges[x.Name]; ok {
 		if old.kind != kind {
 			return errorf(transport.ErrTopologyConflict,
-				"acemq: exchange %q already exists as kind %s, not %s", x.Name, old.kind, kind)
+				"memory: exchange %q already exists as kind %s, not %s", x.Name, old.kind, kind)
 		}
 		// As on RabbitMQ 3.10, which compares only alternate-exchange, other
 		// arguments do not conflict: the first declaration's stand.
 		return nil
 	}
 	if strings.HasPrefix(x.Name, "amq.") {
-		return fmt.Errorf("acemq: exchange name %q is reserved: the amq. prefix belongs to the broker", x.Name)
+		return fmt.Errorf("memory: exchange name %q is reserved: the amq. prefix belongs to the broker", x.Name)
 	}
 	b.exchanges[x.Name] = &exchange{name: x.Name, kind: kind, hash: hash}
 	return nil
@@ -234,26 +234,26 @@ func (b *Broker) declareExchangeLocked(x transport.Exchange) error {
 
 func (b *Broker) declareQueueLocked(x transport.Queue) error {
 	if x.Name == "" {
-		return fmt.Errorf("acemq: a queue needs a name")
+		return fmt.Errorf("memory: a queue needs a name")
 	}
 	if strings.HasPrefix(x.Name, "amq.") {
-		return fmt.Errorf("acemq: queue name %q is reserved: the amq. prefix belongs to the broker", x.Name)
+		return fmt.Errorf("memory: queue name %q is reserved: the amq. prefix belongs to the broker", x.Name)
 	}
 	d, err := parseQueue(x)
 	if err != nil {
 		return err
 	}
 	if _, ok := b.leases[x.Name]; ok {
-		return errorf(transport.ErrLocked, "acemq: queue %q is held as a lease by a client", x.Name)
+		return errorf(transport.ErrLocked, "memory: queue %q is held as a lease by a client", x.Name)
 	}
 	if old, ok := b.queues[x.Name]; ok {
 		if d.quorum && !old.decl.quorum {
-			return errorf(transport.ErrTopologyConflict, "acemq: queue %q exists as a classic queue and is declared as a quorum queue; "+
+			return errorf(transport.ErrTopologyConflict, "memory: queue %q exists as a classic queue and is declared as a quorum queue; "+
 				"a queue's type cannot change in place: move its messages to a new quorum queue (acemq replay), delete it, "+
 				"and declare it again (docs/cluster.md, \"Moving to quorum queues\")", x.Name)
 		}
 		if diff := d.conflict(old.decl); diff != "" {
-			return errorf(transport.ErrTopologyConflict, "acemq: queue %q already exists with %s", x.Name, diff)
+			return errorf(transport.ErrTopologyConflict, "memory: queue %q already exists with %s", x.Name, diff)
 		}
 		return nil
 	}
@@ -263,15 +263,15 @@ func (b *Broker) declareQueueLocked(x transport.Queue) error {
 
 func (b *Broker) bindLocked(x transport.Binding) error {
 	if x.Exchange == "" {
-		return fmt.Errorf("acemq: queue %q cannot be bound to the default exchange", x.Queue)
+		return fmt.Errorf("memory: queue %q cannot be bound to the default exchange", x.Queue)
 	}
 	ex, ok := b.exchanges[x.Exchange]
 	if !ok {
-		return errorf(transport.ErrNotFound, "acemq: binding queue %q: no exchange named %q", x.Queue, x.Exchange)
+		return errorf(transport.ErrNotFound, "memory: binding queue %q: no exchange named %q", x.Queue, x.Exchange)
 	}
 	q, ok := b.queues[x.Queue]
 	if !ok {
-		return errorf(transport.ErrNotFound, "acemq: binding to exchange %q: no queue named %q", x.Exchange, x.Queue)
+		return errorf(transport.ErrNotFound, "memory: binding to exchange %q: no queue named %q", x.Exchange, x.Queue)
 	}
 	return ex.addLocked(binding{key: x.Key, q: q})
 }
@@ -279,15 +279,15 @@ func (b *Broker) bindLocked(x transport.Binding) error {
 // bindExchangeLocked binds exchange Destination to exchange Source.
 func (b *Broker) bindExchangeLocked(x transport.ExchangeBinding) error {
 	if x.Source == "" || x.Destination == "" {
-		return fmt.Errorf("acemq: binding exchange %q to exchange %q: the default exchange cannot be bound", x.Destination, x.Source)
+		return fmt.Errorf("memory: binding exchange %q to exchange %q: the default exchange cannot be bound", x.Destination, x.Source)
 	}
 	src, ok := b.exchanges[x.Source]
 	if !ok {
-		return errorf(transport.ErrNotFound, "acemq: binding exchange %q: no source exchange named %q", x.Destination, x.Source)
+		return errorf(transport.ErrNotFound, "memory: binding exchange %q: no source exchange named %q", x.Destination, x.Source)
 	}
 	dst, ok := b.exchanges[x.Destination]
 	if !ok {
-		return errorf(transport.ErrNotFound, "acemq: binding to exchange %q: no destination exchange named %q", x.Source, x.Destination)
+		return errorf(transport.ErrNotFound, "memory: binding to exchange %q: no destination exchange named %q", x.Source, x.Destination)
 	}
 	return src.addLocked(binding{key: x.Key, x: dst})
 }
@@ -336,7 +336,7 @@ func (t *Transport) Inspect(ctx context.Context, queue string) (transport.QueueI
 	}
 	q, ok := b.queues[queue]
 	if !ok {
-		return transport.QueueInfo{}, errorf(transport.ErrNotFound, "acemq: inspect: no queue named %q", queue)
+		return transport.QueueInfo{}, errorf(transport.ErrNotFound, "memory: inspect: no queue named %q", queue)
 	}
 	b.markDirtyLocked(q) // expire what is due before counting
 	b.flushLocked()
@@ -367,7 +367,7 @@ func (t *Transport) DeleteQueue(ctx context.Context, queue string) error {
 		b.releaseLocked(q.ready.popFront())
 	}
 	b.unbindLocked(q, nil)
-	gone := errorf(transport.ErrNotFound, "acemq: queue %q was deleted while consumed", queue)
+	gone := errorf(transport.ErrNotFound, "memory: queue %q was deleted while consumed", queue)
 	for _, c := range q.consumers {
 		for c.inbox.len() > 0 {
 			b.releaseLocked(c.inbox.popFront())
@@ -388,7 +388,7 @@ func (t *Transport) DeleteExchange(ctx context.Context, exchange string) error {
 		return err
 	}
 	if exchange == "" || strings.HasPrefix(exchange, "amq.") {
-		return fmt.Errorf("acemq: memory delete exchange %q: a predeclared exchange cannot be deleted", exchange)
+		return fmt.Errorf("memory: delete exchange %q: a predeclared exchange cannot be deleted", exchange)
 	}
 	b := t.b
 	b.mu.Lock()

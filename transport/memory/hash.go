@@ -36,11 +36,11 @@ func parseHashArgs(name string, args map[string]any) (hashOn, error) {
 	p, hasP := args["hash-property"]
 	switch {
 	case hasH && hasP:
-		return hashOn{}, fmt.Errorf("acemq: exchange %q: hash-header and hash-property are mutually exclusive", name)
+		return hashOn{}, fmt.Errorf("memory: exchange %q: hash-header and hash-property are mutually exclusive", name)
 	case hasH:
 		s, ok := h.(string)
 		if !ok || s == "" {
-			return hashOn{}, fmt.Errorf("acemq: exchange %q: argument hash-header is %v (%T), want a header name", name, h, h)
+			return hashOn{}, fmt.Errorf("memory: exchange %q: argument hash-header is %v (%T), want a header name", name, h, h)
 		}
 		return hashOn{from: hashHeader, name: s}, nil
 	case hasP:
@@ -49,7 +49,7 @@ func parseHashArgs(name string, args map[string]any) (hashOn, error) {
 		case "message_id", "correlation_id", "timestamp":
 			return hashOn{from: hashProperty, name: s}, nil
 		}
-		return hashOn{}, fmt.Errorf("acemq: exchange %q: argument hash-property is %v, want message_id, correlation_id or timestamp", name, p)
+		return hashOn{}, fmt.Errorf("memory: exchange %q: argument hash-property is %v, want message_id, correlation_id or timestamp", name, p)
 	}
 	return hashOn{from: hashRoutingKey}, nil
 }
@@ -60,11 +60,11 @@ func parseWeight(exchange, key string) (int, error) {
 	w, err := strconv.Atoi(key)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("acemq: binding to x-consistent-hash exchange %q: the binding key %q must be an integer (the destination's weight)", exchange, key)
+		return 0, fmt.Errorf("memory: binding to x-consistent-hash exchange %q: the binding key %q must be an integer (the destination's weight)", exchange, key)
 	case w < 1:
-		return 0, fmt.Errorf("acemq: binding to x-consistent-hash exchange %q: the binding key %q must be greater than 0", exchange, key)
+		return 0, fmt.Errorf("memory: binding to x-consistent-hash exchange %q: the binding key %q must be greater than 0", exchange, key)
 	case w > maxWeight:
-		return 0, fmt.Errorf("acemq: binding to x-consistent-hash exchange %q: the weight %d is over %d", exchange, w, maxWeight)
+		return 0, fmt.Errorf("memory: binding to x-consistent-hash exchange %q: the weight %d is over %d", exchange, w, maxWeight)
 	}
 	return w, nil
 }

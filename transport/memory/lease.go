@@ -33,7 +33,7 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 		return nil, err
 	}
 	if name == "" || strings.HasPrefix(name, "amq.") {
-		return nil, fmt.Errorf("acemq: memory lease %q: a lease needs a name outside the amq. prefix", name)
+		return nil, fmt.Errorf("memory: lease %q: a lease needs a name outside the amq. prefix", name)
 	}
 	b := t.b
 	b.mu.Lock()
@@ -43,12 +43,12 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 	}
 	if held, ok := b.leases[name]; ok {
 		if held.t == t {
-			return nil, errorf(transport.ErrLocked, "acemq: memory lease %q: this client holds it already", name)
+			return nil, errorf(transport.ErrLocked, "memory: lease %q: this client holds it already", name)
 		}
-		return nil, errorf(transport.ErrLocked, "acemq: memory lease %q: another client holds it", name)
+		return nil, errorf(transport.ErrLocked, "memory: lease %q: another client holds it", name)
 	}
 	if _, ok := b.queues[name]; ok {
-		return nil, errorf(transport.ErrLocked, "acemq: memory lease %q: a queue of that name exists", name)
+		return nil, errorf(transport.ErrLocked, "memory: lease %q: a queue of that name exists", name)
 	}
 	l := &lease{t: t, name: name, lost: make(chan struct{})}
 	b.leases[name] = l

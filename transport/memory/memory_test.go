@@ -18,11 +18,11 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	b := memory.NewBroker()
 	transporttest.Run(t, func(*testing.T) transport.Transport { return b.Connect() },
-		transporttest.Features{QuorumQueues: true, Timeout: 5 * time.Second, Quiet: 150 * time.Millisecond})
+		transporttest.Features{QuorumQueues: true, Timeout: 5 * time.Second, Quiet: 150 * time.Millisecond, ErrorPrefix: "memory: "})
 }
 
 func TestConformanceShared(t *testing.T) {
 	name := "conformance-" + t.Name()
 	transporttest.Run(t, func(*testing.T) transport.Transport { return memory.New(name) },
-		transporttest.Features{QuorumQueues: true, Timeout: 5 * time.Second, Quiet: 150 * time.Millisecond})
+		transporttest.Features{QuorumQueues: true, Timeout: 5 * time.Second, Quiet: 150 * time.Millisecond, ErrorPrefix: "memory: "})
 }

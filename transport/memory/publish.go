@@ -129,7 +129,7 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 		return err
 	}
 	if err := wire.CheckMessage(m); err != nil {
-		return fmt.Errorf("acemq: memory publish to exchange %s, routing key %q: %w", quote(wire.Clip(m.Exchange)), wire.Clip(m.RoutingKey), err)
+		return fmt.Errorf("memory: publish to exchange %s, routing key %q: %w", quote(wire.Clip(m.Exchange)), wire.Clip(m.RoutingKey), err)
 	}
 	m.Body = bytes.Clone(m.Body)
 	m.Headers = maps.Clone(m.Headers)
@@ -147,7 +147,7 @@ func (b *Broker) publishLocked(m transport.Message) error {
 	if m.Exchange != "" {
 		var ok bool
 		if ex, ok = b.exchanges[m.Exchange]; !ok {
-			return errorf(transport.ErrNotFound, "acemq: publish: no exchange named %q", m.Exchange)
+			return errorf(transport.ErrNotFound, "memory: publish: no exchange named %q", m.Exchange)
 		}
 	} else if strings.HasPrefix(m.RoutingKey, replyPrefix) {
 		return b.replyLocked(m)
@@ -155,7 +155,7 @@ func (b *Broker) publishLocked(m transport.Message) error {
 	targets := b.routeLocked(ex, &m)
 	if len(targets) == 0 {
 		return errorf(transport.ErrUnroutable,
-			"acemq: no queue took the message published to exchange %s with routing key %q",
+			"memory: no queue took the message published to exchange %s with routing key %q",
 			quote(m.Exchange), m.RoutingKey)
 	}
 	var now int64
@@ -180,7 +180,7 @@ func (b *Broker) replyLocked(m transport.Message) error {
 	w, ok := b.replies[m.RoutingKey]
 	if !ok || w.t.closed {
 		return errorf(transport.ErrUnroutable,
-			"acemq: no requester is waiting on reply-to address %q", m.RoutingKey)
+			"memory: no requester is waiting on reply-to address %q", m.RoutingKey)
 	}
 	if m.CorrelationID == w.correlationID {
 		select {

@@ -91,7 +91,7 @@ func (c *consumerChannel) Nack(tag uint64, requeue bool) error {
 // of Consume, and once the channel is gone.
 func (c *consumerChannel) Release(tag uint64) error {
 	if !c.handOver {
-		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q cannot be released: it was not handed out by ConsumeHandOver", tag, c.queue)
+		return fmt.Errorf("rabbitmq: delivery %d from queue %q cannot be released: it was not handed out by ConsumeHandOver", tag, c.queue)
 	}
 	return c.settle(tag, released)
 }
@@ -100,12 +100,12 @@ func (c *consumerChannel) settle(tag uint64, state uint8) error {
 	c.mu.Lock()
 	if c.dead || c.lost() {
 		c.mu.Unlock()
-		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q is stale: the channel it came on (connection %d) is gone, and the broker redelivers it", tag, c.queue, c.gen)
+		return fmt.Errorf("rabbitmq: delivery %d from queue %q is stale: the channel it came on (connection %d) is gone, and the broker redelivers it", tag, c.queue, c.gen)
 	}
 	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].tag >= tag })
 	if i == len(c.entries) || c.entries[i].tag != tag || c.entries[i].state != pending {
 		c.mu.Unlock()
-		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q was already settled", tag, c.queue)
+		return fmt.Errorf("rabbitmq: delivery %d from queue %q was already settled", tag, c.queue)
 	}
 	c.entries[i].state = state
 	c.open--

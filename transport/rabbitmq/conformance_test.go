@@ -21,5 +21,5 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("Dial: %v", err)
 		}
 		return tr
-	}, transporttest.Features{QuorumQueues: true, Timeout: 15 * time.Second})
+	}, transporttest.Features{QuorumQueues: true, Timeout: 15 * time.Second, ErrorPrefix: "rabbitmq: "})
 }

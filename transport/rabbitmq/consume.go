@@ -66,10 +66,10 @@ func (t *Transport) ConsumeHandOver(ctx context.Context, queue string, prefetch 
 
 func (t *Transport) consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery), handOver bool) error {
 	if handle == nil {
-		return fmt.Errorf("acemq: rabbitmq consume from queue %q: the handler is nil", queue)
+		return fmt.Errorf("rabbitmq: consume from queue %q: the handler is nil", queue)
 	}
 	if prefetch < 0 || prefetch > 65535 {
-		return fmt.Errorf("acemq: rabbitmq consume from queue %q: prefetch %d is outside 0..65535", queue, prefetch)
+		return fmt.Errorf("rabbitmq: consume from queue %q: prefetch %d is outside 0..65535", queue, prefetch)
 	}
 	if t.isClosed() {
 		return errClosed(fmt.Sprintf("consume from queue %q", queue))
@@ -148,7 +148,7 @@ func (t *Transport) pause(ctx context.Context, d time.Duration) bool {
 func (t *Transport) startConsumer(ctx context.Context, s *session, queue string, prefetch int) (*consumerChannel, <-chan amqp.Delivery, chan *amqp.Error, error) {
 	ch, err := s.conn.Channel()
 	if err != nil {
-		return nil, nil, nil, errorf("rabbitmq consume from queue %q: opening a channel: %w", queue, t.scrub(err))
+		return nil, nil, nil, fmt.Errorf("rabbitmq: consume from queue %q: opening a channel: %w", queue, t.scrub(err))
 	}
 	// The calls below wait for the broker; ctx ending closes the channel
 	// under them so they return.

@@ -224,20 +224,20 @@ func parseNodes(list string) ([]node, error) {
 			where = fmt.Sprintf("entry %d of the URL list %s", i+1, Redact(list))
 		}
 		if e == "" {
-			return nil, fmt.Errorf("acemq: rabbitmq: %s is empty", where)
+			return nil, fmt.Errorf("rabbitmq: %s is empty", where)
 		}
 		if s := urls.Scheme(e); s != "amqp" && s != "amqps" {
-			return nil, fmt.Errorf("acemq: rabbitmq: %s is not an amqp:// or amqps:// URL", where)
+			return nil, fmt.Errorf("rabbitmq: %s is not an amqp:// or amqps:// URL", where)
 		}
 		uri, err := amqp.ParseURI(e)
 		if err != nil {
-			return nil, fmt.Errorf("acemq: rabbitmq: %s does not parse: %s", where, urls.Scrub(err.Error(), e))
+			return nil, fmt.Errorf("rabbitmq: %s does not parse: %s", where, urls.Scrub(err.Error(), e))
 		}
 		if uri.Port < 1 || uri.Port > 65535 {
-			return nil, fmt.Errorf("acemq: rabbitmq: %s does not parse: port %d is outside 1..65535", where, uri.Port)
+			return nil, fmt.Errorf("rabbitmq: %s does not parse: port %d is outside 1..65535", where, uri.Port)
 		}
 		if i > 0 && uri.Vhost != vhost {
-			return nil, fmt.Errorf("acemq: rabbitmq: %s names vhost %q, entry 1 names %q: the nodes of one cluster share their vhosts", where, uri.Vhost, vhost)
+			return nil, fmt.Errorf("rabbitmq: %s names vhost %q, entry 1 names %q: the nodes of one cluster share their vhosts", where, uri.Vhost, vhost)
 		}
 		vhost = uri.Vhost
 		nodes = append(nodes, node{url: e, safe: Redact(e)})
@@ -440,5 +440,5 @@ func (t *Transport) isClosed() bool {
 }
 
 func errClosed(op string) error {
-	return errorf("rabbitmq %s: %w", op, transport.ErrClosed)
+	return fmt.Errorf("rabbitmq: %s: %w", op, transport.ErrClosed)
 }

@@ -48,8 +48,8 @@ func TestDialURLListErrors(t *testing.T) {
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("the error shows the password: %v", err)
 			}
-			if strings.Count(err.Error(), "acemq:") != 1 {
-				t.Errorf("the error %q should have one acemq: prefix", err)
+			if !strings.HasPrefix(err.Error(), "rabbitmq: ") || strings.Count(err.Error(), "rabbitmq:") != 1 {
+				t.Errorf("the error %q should begin with the one rabbitmq: prefix", err)
 			}
 		})
 	}

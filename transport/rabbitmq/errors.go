@@ -9,13 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/acemq/acemq/internal/errtext"
 	"github.com/acemq/acemq/transport"
 )
-
-// errorf is fmt.Errorf with one "acemq: " prefix in the text, however many
-// of the wrapped causes (the transport's sentinels among them) carry one.
-var errorf = errtext.Errorf
 
 // ctxError reports that ctx ended while op waited; errors.Is matches
 // ctx.Err() (context.Canceled or context.DeadlineExceeded).
@@ -24,7 +19,7 @@ func ctxError(op string, ctx context.Context) error {
 	if err == nil {
 		err = context.Canceled
 	}
-	return fmt.Errorf("acemq: rabbitmq %s: %w", op, err)
+	return fmt.Errorf("rabbitmq: %s: %w", op, err)
 }
 
 // amqpCode returns the reply code of the *amqp.Error in err's chain, or 0.
@@ -77,11 +72,11 @@ func closedWhat(err error) string {
 func classify(op, kind, name string, err error) error {
 	switch amqpCode(err) {
 	case amqp.NotFound:
-		return errorf("rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
+		return fmt.Errorf("rabbitmq: %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
 	case amqp.PreconditionFailed:
-		return errorf("rabbitmq %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
+		return fmt.Errorf("rabbitmq: %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
 	}
-	return errorf("rabbitmq %s %s %q: %w", op, kind, name, err)
+	return fmt.Errorf("rabbitmq: %s %s %q: %w", op, kind, name, err)
 }
 
 // names reports whether a broker error's text names the entity, as in

@@ -75,7 +75,7 @@ func (t *Transport) Get(ctx context.Context, queue string) (transport.Delivery, 
 	}
 }
 
-var errSessionGone = errors.New("acemq: the connection was lost")
+var errSessionGone = errors.New("rabbitmq: the connection was lost")
 
 // channel returns the get channel of session s, opening it when there is
 // none, and makes sure queue exists with check the first time it is named.
@@ -90,7 +90,7 @@ func (g *getChannel) channel(s *session, queue string, check func() error) (*amq
 			case <-s.done:
 				return nil, errSessionGone
 			default:
-				return nil, errorf("opening a channel for get: %w", err)
+				return nil, fmt.Errorf("rabbitmq: opening a channel for get: %w", err)
 			}
 		}
 		g.sess, g.ch, g.known = s, ch, map[string]bool{}
@@ -138,11 +138,11 @@ func (g *getAcker) settle(tag uint64, send func() error) error {
 	g.once.Do(func() {
 		first = true
 		if e := send(); e != nil {
-			err = errorf("rabbitmq delivery %d from queue %q is stale: its channel is gone, and the broker redelivers it: %w", tag, g.queue, e)
+			err = fmt.Errorf("rabbitmq: delivery %d from queue %q is stale: its channel is gone, and the broker redelivers it: %w", tag, g.queue, e)
 		}
 	})
 	if !first {
-		return fmt.Errorf("acemq: rabbitmq delivery %d from queue %q was already settled", tag, g.queue)
+		return fmt.Errorf("rabbitmq: delivery %d from queue %q was already settled", tag, g.queue)
 	}
 	return err
 }

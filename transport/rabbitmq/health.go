@@ -39,12 +39,12 @@ func (t *Transport) Health(ctx context.Context) error {
 		if len(t.nodes) > 1 {
 			where = fmt.Sprintf("%s (lost; %d nodes in the list)", where, len(t.nodes))
 		}
-		errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s down since %s (%s to reconnect so far): %w",
+		errs = append(errs, fmt.Errorf("rabbitmq: connection to %s down since %s (%s to reconnect so far): %w",
 			where, stamp(down.since), plural(down.attempts, "attempt"), down.err))
 	} else {
 		s.mu.Lock()
 		if s.unblocked != nil {
-			errs = append(errs, fmt.Errorf("acemq: rabbitmq connection to %s blocked by the broker since %s: %s",
+			errs = append(errs, fmt.Errorf("rabbitmq: connection to %s blocked by the broker since %s: %s",
 				t.nodes[s.node].safe, stamp(s.blockedSince), s.blockReason))
 		}
 		s.mu.Unlock()
@@ -53,7 +53,7 @@ func (t *Transport) Health(ctx context.Context) error {
 	for _, c := range consumers {
 		c.mu.Lock()
 		if !c.consuming {
-			errs = append(errs, fmt.Errorf("acemq: rabbitmq consumer on %q not consuming since %s: %w",
+			errs = append(errs, fmt.Errorf("rabbitmq: consumer on %q not consuming since %s: %w",
 				c.queue, stamp(c.since), t.scrub(c.err)))
 		}
 		c.mu.Unlock()

@@ -40,7 +40,7 @@ type lease struct {
 func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, error) {
 	op := fmt.Sprintf("lease %q", name)
 	if name == "" {
-		return nil, errors.New("acemq: rabbitmq lease: a lease needs a name")
+		return nil, errors.New("rabbitmq: lease: a lease needs a name")
 	}
 	s, err := t.current(ctx, op)
 	if err != nil {
@@ -48,7 +48,7 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 	}
 	l := &lease{t: t, name: name, s: s, lost: make(chan struct{})}
 	if !t.claim(l) {
-		return nil, errorf("rabbitmq %s: %w: this transport holds it already", op, transport.ErrLocked)
+		return nil, fmt.Errorf("rabbitmq: %s: %w: this transport holds it already", op, transport.ErrLocked)
 	}
 	err = t.withSession(ctx, s, op, func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(name, false, false, true, false, nil)
@@ -57,9 +57,9 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 	if err != nil {
 		t.unclaim(l)
 		if amqpCode(err) == amqp.ResourceLocked {
-			return nil, errorf("rabbitmq %s: %w: %w", op, transport.ErrLocked, err)
+			return nil, fmt.Errorf("rabbitmq: %s: %w: %w", op, transport.ErrLocked, err)
 		}
-		return nil, errorf("rabbitmq %s: %w", op, err)
+		return nil, fmt.Errorf("rabbitmq: %s: %w", op, err)
 	}
 	// The connection may have died between the declaration and the claim
 	// taking effect: the lease ended with it.
@@ -154,7 +154,7 @@ func (l *lease) Release(ctx context.Context) error {
 	if err != nil {
 		// The queue outlives the call; this connection still holds it, and
 		// a later Lease of the name on it takes it again.
-		return errorf("rabbitmq release lease %q: %w", l.name, err)
+		return fmt.Errorf("rabbitmq: release lease %q: %w", l.name, err)
 	}
 	return nil
 }

@@ -70,14 +70,14 @@ func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin 
 	}
 	conn, err := t.dial(ctx, s.node)
 	if err != nil {
-		return errorf("rabbitmq %s: connecting to check for plugin %s: %w", op, plugin, err)
+		return fmt.Errorf("rabbitmq: %s: connecting to check for plugin %s: %w", op, plugin, err)
 	}
 	defer func() { _ = conn.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 	ch, err := conn.Channel()
 	if err != nil {
-		return errorf("rabbitmq %s: checking for plugin %s: %w", op, plugin, t.scrub(err))
+		return fmt.Errorf("rabbitmq: %s: checking for plugin %s: %w", op, plugin, t.scrub(err))
 	}
 	args, _ := wire.ToTable(x.Args) // checked by validate
 	err = ch.ExchangeDeclare(x.Name, x.Kind, true, false, false, false, args)
@@ -85,7 +85,7 @@ func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin 
 	case err == nil:
 		return nil
 	case missingKind(err):
-		return errorf("rabbitmq %s: the broker has no exchange type %s: enable the plugin %s "+
+		return fmt.Errorf("rabbitmq: %s: the broker has no exchange type %s: enable the plugin %s "+
 			"(rabbitmq-plugins enable %s) on every node: %w", op, x.Kind, plugin, plugin, err)
 	case ctx.Err() != nil:
 		return ctxError(op, ctx)

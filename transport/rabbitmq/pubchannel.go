@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -385,7 +386,7 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 			pc.t.requeue(pc.src, r, transport.ErrNacked)
 			return
 		}
-		pc.t.complete(r, errorf("rabbitmq %s: %w", r.what(), transport.ErrNacked))
+		pc.t.complete(r, fmt.Errorf("rabbitmq: %s: %w", r.what(), transport.ErrNacked))
 	case pc.nacked[r.destination()] && r.resend && r.returned == nil:
 		// An ack after a nack for the same destination on this channel
 		// is not trusted: RabbitMQ 3.10 was seen to ack, and drop,
@@ -425,7 +426,7 @@ func (pc *pubChannel) markReturned(ret amqp.Return) {
 	if best == 0 {
 		return
 	}
-	pc.inflight[best].returned = errorf("rabbitmq publish to exchange %q, routing key %q: %w (%d %s)",
+	pc.inflight[best].returned = fmt.Errorf("rabbitmq: publish to exchange %q, routing key %q: %w (%d %s)",
 		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
 }
 
@@ -493,7 +494,7 @@ func (pc *pubChannel) die(cause error) {
 			"err", t.scrub(cause), "inflight", len(reqs))
 		for _, r := range reqs {
 			if r.strikes++; r.strikes >= maxStrikes {
-				t.complete(r, errorf("rabbitmq %s: the broker closed the %s %d times with this message in flight, the last time with it alone: %w",
+				t.complete(r, fmt.Errorf("rabbitmq: %s: the broker closed the %s %d times with this message in flight, the last time with it alone: %w",
 					r.what(), closedWhat(cause), r.strikes, t.scrub(cause)))
 				continue
 			}

@@ -85,7 +85,7 @@ func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 
 func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, error) {
 	if err := wire.CheckMessage(m); err != nil {
-		return nil, fmt.Errorf("acemq: rabbitmq publish to exchange %q, routing key %q: %w", wire.Clip(m.Exchange), wire.Clip(m.RoutingKey), err)
+		return nil, fmt.Errorf("rabbitmq: publish to exchange %q, routing key %q: %w", wire.Clip(m.Exchange), wire.Clip(m.RoutingKey), err)
 	}
 	headers := wire.TableOf(m.Headers) // CheckMessage checked them
 	return &pubReq{
@@ -207,7 +207,7 @@ func (t *Transport) enqueueOrWrite(ctx context.Context, q chan *pubReq, req *pub
 		return nil
 	default:
 		<-t.slots
-		return fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", req.what())
+		return fmt.Errorf("rabbitmq: %s: the publish queue is full", req.what())
 	}
 }
 
@@ -251,12 +251,12 @@ func (t *Transport) requeue(q chan *pubReq, r *pubReq, cause error) {
 		t.complete(r, r.ctx.Err())
 		return
 	case !r.resend:
-		t.complete(r, fmt.Errorf("acemq: rabbitmq %s: the channel closed before the confirm: %w", r.what(), t.scrub(cause)))
+		t.complete(r, fmt.Errorf("rabbitmq: %s: the channel closed before the confirm: %w", r.what(), t.scrub(cause)))
 		return
 	}
 	select {
 	case q <- r:
 	default:
-		t.complete(r, fmt.Errorf("acemq: rabbitmq %s: the publish queue is full", r.what()))
+		t.complete(r, fmt.Errorf("rabbitmq: %s: the publish queue is full", r.what()))
 	}
 }

@@ -55,8 +55,8 @@ func TestPublishRefusesBadHeaders(t *testing.T) {
 	t.Parallel()
 	tr := dial(t, brokerURL(t), rabbitmq.Config{})
 	err := tr.Publish(ctxT(t), transport.Message{RoutingKey: "x", Headers: map[string]any{"ch": make(chan int)}})
-	if err == nil || !strings.HasPrefix(err.Error(), "acemq: ") {
-		t.Fatalf("Publish with a channel header = %v; want an acemq error", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "rabbitmq: ") {
+		t.Fatalf("Publish with a channel header = %v; want a rabbitmq: error", err)
 	}
 }
 

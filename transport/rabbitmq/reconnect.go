@@ -107,7 +107,7 @@ func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
 			}
 			attempts++
 			if why, ok := permanent(err); ok {
-				return nil, fmt.Errorf("acemq: rabbitmq connect: %s: %w", why, err)
+				return nil, fmt.Errorf("rabbitmq: connect: %s: %w", why, err)
 			}
 			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "err", err)
 			if ctx.Err() != nil || pastDeadline(ctx) {
@@ -130,7 +130,7 @@ func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
 				timer.Stop()
 			}
 		}
-		return nil, fmt.Errorf("acemq: rabbitmq connect: %w after %s; the last attempt met: %w",
+		return nil, fmt.Errorf("rabbitmq: connect: %w after %s; the last attempt met: %w",
 			ctx.Err(), plural(attempts, "attempt"), last)
 	}
 }

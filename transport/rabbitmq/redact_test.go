@@ -52,8 +52,8 @@ func TestDialFailureHidesThePassword(t *testing.T) {
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Fatalf("the error shows the password: %v", err)
 			}
-			if !strings.HasPrefix(err.Error(), "acemq: ") {
-				t.Errorf("the error %q lacks the acemq prefix", err)
+			if !strings.HasPrefix(err.Error(), "rabbitmq: ") {
+				t.Errorf("the error %q lacks the rabbitmq: prefix", err)
 			}
 			t.Logf("%s: %v", tt.name, err)
 		})

@@ -26,7 +26,7 @@ type replySession struct {
 	dead    bool
 }
 
-var errReplyDead = errors.New("acemq: rabbitmq request: the reply channel closed")
+var errReplyDead = errors.New("rabbitmq: request: the reply channel closed")
 
 // Request publishes m with ReplyTo set to transport.DirectReplyTo and
 // returns the first reply whose CorrelationID is m.MessageID. ctx bounds
@@ -35,7 +35,7 @@ var errReplyDead = errors.New("acemq: rabbitmq request: the reply channel closed
 // caller may send it again.
 func (t *Transport) Request(ctx context.Context, m transport.Message) (transport.Message, error) {
 	if m.MessageID == "" {
-		return transport.Message{}, fmt.Errorf("acemq: rabbitmq request to exchange %q, routing key %q: the message has no ID to correlate the reply with", m.Exchange, m.RoutingKey)
+		return transport.Message{}, fmt.Errorf("rabbitmq: request to exchange %q, routing key %q: the message has no ID to correlate the reply with", m.Exchange, m.RoutingKey)
 	}
 	if t.isClosed() {
 		return transport.Message{}, errClosed("request")
@@ -81,7 +81,7 @@ func (t *Transport) Request(ctx context.Context, m transport.Message) (transport
 			done = nil
 		case reply, ok := <-w:
 			if !ok {
-				return transport.Message{}, fmt.Errorf("acemq: rabbitmq request %q: the reply channel closed before the reply came", m.MessageID)
+				return transport.Message{}, fmt.Errorf("rabbitmq: request %q: the reply channel closed before the reply came", m.MessageID)
 			}
 			return reply, nil
 		case <-ctx.Done():
@@ -119,7 +119,7 @@ func (t *Transport) replyChannel(ctx context.Context) (*replySession, error) {
 		case <-ctx.Done():
 			return nil, ctxError("request opening the reply channel", ctx)
 		default:
-			return nil, fmt.Errorf("acemq: rabbitmq request: opening the reply channel: %w", t.scrub(err))
+			return nil, fmt.Errorf("rabbitmq: request: opening the reply channel: %w", t.scrub(err))
 		}
 	}
 }
@@ -179,7 +179,7 @@ func (rs *replySession) register(id string) (chan transport.Message, error) {
 		return nil, errReplyDead
 	}
 	if _, dup := rs.waiters[id]; dup {
-		return nil, fmt.Errorf("acemq: rabbitmq request %q: a request with this ID is already waiting", id)
+		return nil, fmt.Errorf("rabbitmq: request %q: a request with this ID is already waiting", id)
 	}
 	w := make(chan transport.Message, 1)
 	rs.waiters[id] = w
@@ -199,7 +199,7 @@ func (rs *replySession) enqueue(req *pubReq) error {
 	case rs.reqs <- req:
 		return nil
 	default:
-		return errors.New("acemq: rabbitmq request: the publish queue is full")
+		return errors.New("rabbitmq: request: the publish queue is full")
 	}
 }
 

@@ -87,7 +87,7 @@ func (t *Transport) Declare(ctx context.Context, items ...transport.Topology) er
 				if q, ok := it.(transport.Queue); ok && q.Quorum && errors.As(err, &broker) && broker.Code == amqp.PreconditionFailed && t.isClassic(ctx, q) {
 					// The broker's text names some other argument, which would
 					// mislead: it stays reachable with errors.As, not shown.
-					return &quiet{msg: fmt.Sprintf("acemq: rabbitmq: queue %q exists as a classic queue and is declared as a quorum queue; "+
+					return &quiet{msg: fmt.Sprintf("rabbitmq: queue %q exists as a classic queue and is declared as a quorum queue; "+
 						"a queue's type cannot change in place: move its messages to a new quorum queue (acemq replay), delete it, "+
 						"and declare it again (docs/cluster.md, \"Moving to quorum queues\")", q.Name),
 						errs: []error{transport.ErrTopologyConflict, broker}}
@@ -155,42 +155,42 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 // declare.
 func validate(it transport.Topology) error {
 	if err := wire.CheckTopology(it); err != nil {
-		return fmt.Errorf("acemq: rabbitmq declare %s: %w", wire.Describe(it), err)
+		return fmt.Errorf("rabbitmq: declare %s: %w", wire.Describe(it), err)
 	}
 	switch v := it.(type) {
 	case transport.Exchange:
 		switch v.Kind {
 		case "", "direct", "topic", "fanout", "headers", kindConsistentHash:
 		default:
-			return fmt.Errorf("acemq: rabbitmq declare exchange %q: unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", v.Name, v.Kind)
+			return fmt.Errorf("rabbitmq: declare exchange %q: unknown kind %q (want direct, topic, fanout, headers or x-consistent-hash)", v.Name, v.Kind)
 		}
 		for k, a := range v.Args {
 			// CheckTopology above checked every value. The plugin reads
 			// these as strings and fails the whole connection
 			// (INTERNAL_ERROR) on anything else.
 			if _, ok := a.(string); !ok && v.Kind == kindConsistentHash && (k == "hash-header" || k == "hash-property") {
-				return fmt.Errorf("acemq: rabbitmq declare exchange %q: argument %s is %v (%T), want a string", v.Name, k, a, a)
+				return fmt.Errorf("rabbitmq: declare exchange %q: argument %s is %v (%T), want a string", v.Name, k, a, a)
 			}
 		}
 	case transport.Queue:
 		if v.Name == "" {
-			return errors.New("acemq: rabbitmq declare queue: the queue has no name")
+			return errors.New("rabbitmq: declare queue: the queue has no name")
 		}
 		if v.Quorum && v.Transient {
-			return fmt.Errorf("acemq: rabbitmq declare queue %q: a quorum queue is always durable; give Quorum or Transient, not both", v.Name)
+			return fmt.Errorf("rabbitmq: declare queue %q: a quorum queue is always durable; give Quorum or Transient, not both", v.Name)
 		}
 	case transport.Binding:
 		if v.Queue == "" {
-			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q: the binding names no queue", v.Exchange)
+			return fmt.Errorf("rabbitmq: declare binding of exchange %q: the binding names no queue", v.Exchange)
 		}
 	case transport.ExchangeBinding:
 		if v.Source == "" || v.Destination == "" {
-			return fmt.Errorf("acemq: rabbitmq declare binding of exchange %q to exchange %q: the default exchange cannot be bound", v.Destination, v.Source)
+			return fmt.Errorf("rabbitmq: declare binding of exchange %q to exchange %q: the default exchange cannot be bound", v.Destination, v.Source)
 		}
 	case nil:
-		return errors.New("acemq: rabbitmq declare: a topology item is nil")
+		return errors.New("rabbitmq: declare: a topology item is nil")
 	default:
-		return fmt.Errorf("acemq: rabbitmq declare: unknown topology item %T", it)
+		return fmt.Errorf("rabbitmq: declare: unknown topology item %T", it)
 	}
 	return nil
 }
@@ -212,7 +212,7 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 	case transport.Queue:
 		args, err := wire.ToTable(v.Args)
 		if err != nil { // validate refuses these first: this is a safety net
-			return fmt.Errorf("acemq: rabbitmq declare queue %q: arguments: %w", v.Name, err)
+			return fmt.Errorf("rabbitmq: declare queue %q: arguments: %w", v.Name, err)
 		}
 		if v.Quorum {
 			if args == nil {
@@ -319,7 +319,7 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 		if ch == nil {
 			c, err := s.conn.Channel()
 			if err != nil {
-				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
+				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
 			ch = c
 		}
@@ -334,13 +334,13 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 			c, err := s.conn.Channel()
 			if err != nil {
 				ch = nil
-				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
+				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
 			ch = c
 		}
 		if err := declareOne(ch, it); err != nil {
 			if ctx.Err() != nil || s.conn.IsClosed() {
-				return errorf("rabbitmq declaring the topology again: %w", t.scrub(err))
+				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
 			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
 			_ = ch.Close()

@@ -107,8 +107,8 @@ func TestDeclareRefusesBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := tr.Declare(ctxT(t), tt.item); err == nil || !strings.HasPrefix(err.Error(), "acemq: ") {
-				t.Fatalf("Declare(%#v) = %v; want an acemq error", tt.item, err)
+			if err := tr.Declare(ctxT(t), tt.item); err == nil || !strings.HasPrefix(err.Error(), "rabbitmq: ") {
+				t.Fatalf("Declare(%#v) = %v; want a rabbitmq: error", tt.item, err)
 			}
 		})
 	}

@@ -10,15 +10,16 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
-// wantLimit fails the test unless err is an acemq error that names field
-// and the 255-byte limit (or, for a value, what is wrong with it).
+// wantLimit fails the test unless err is an error of the transport's own
+// (it begins with Features.ErrorPrefix) that names field and the 255-byte
+// limit (or, for a value, what is wrong with it).
 func wantLimit(e *env, what string, err error, field, limit string) {
 	e.t.Helper()
 	switch {
 	case err == nil:
 		e.t.Errorf("%s = nil; want an error naming %q and %q", what, field, limit)
-	case !strings.HasPrefix(err.Error(), "acemq: "):
-		e.t.Errorf("%s = %q; want an acemq: error", what, err)
+	case !strings.HasPrefix(err.Error(), e.f.ErrorPrefix):
+		e.t.Errorf("%s = %q; want an error beginning %q", what, err, e.f.ErrorPrefix)
 	case !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), limit):
 		e.t.Errorf("%s = %q; want it to name %q and %q", what, err, field, limit)
 	}

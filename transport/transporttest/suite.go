@@ -77,6 +77,11 @@ type Features struct {
 	// happen, such as a delivery beyond the prefetch or Consume returning
 	// while deliveries are unsettled. Longer is stricter. Zero means 300ms.
 	Quiet time.Duration
+
+	// ErrorPrefix is how the transport's own errors begin, such as
+	// "rabbitmq: ": the suite checks that an error refusing something it
+	// sent starts with it. Empty skips that check.
+	ErrorPrefix string
 }
 
 // Run runs the conformance suite as parallel subtests of t. newTransport
