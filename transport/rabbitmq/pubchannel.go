@@ -30,6 +30,7 @@ type pubChannel struct {
 	wmu sync.Mutex
 
 	mu       sync.Mutex
+	wrote    sync.Cond          // on mu: a write returned (see pubReq.writing)
 	inflight map[uint64]*pubReq // written, not yet confirmed, by delivery tag
 	idle     chan struct{}      // closed when inflight empties; nil unless awaited
 	acked    bool               // the broker has acked a publish on the channel
@@ -44,21 +45,6 @@ type pubChannel struct {
 	// it while its leader's node was down, until the channel closes.
 	recycle     chan struct{}
 	recycleOnce sync.Once
-
-	// nacked holds the destinations (see destination) of the publishes
-	// the channel nacked; only the listener touches it.
-	nacked map[string]bool
-}
-
-// destination names where a publish goes for the distrust of acks after
-// a nack (see confirm): the queue for the default exchange, else the
-// exchange, whatever the routing key, since an exchange may route any of
-// its keys to the queue that rejected.
-func (r *pubReq) destination() string {
-	if r.exchange == "" {
-		return "queue " + r.key
-	}
-	return "exchange " + r.exchange
 }
 
 // openPubChannel opens a channel on s in confirm mode and starts its
@@ -81,6 +67,7 @@ func (t *Transport) openPubChannel(s *session, src chan *pubReq) (*pubChannel, e
 		died:     make(chan struct{}),
 		recycle:  make(chan struct{}),
 	}
+	pc.wrote.L = &pc.mu
 	// Confirms are buffered beyond the window, so the connection's reader
 	// never waits on them. Returns are unbuffered on purpose: the reader
 	// hands a return over before it goes on to the confirm that follows it,
@@ -273,8 +260,6 @@ func (pc *pubChannel) drain() {
 // maxNacks is how often a publish may be nacked before it fails with
 // transport.ErrNacked: each nack sends it again on a fresh channel (the one
 // that nacked is replaced), which is what a quorum queue's new leader needs.
-// A publish the channel acks after it nacked one to the same destination
-// goes again too (see confirm), without counting as a nack.
 const maxNacks = 4
 
 // drainTimeout bounds drain; what is still in flight then is sent again.
@@ -315,8 +300,13 @@ func (pc *pubChannel) write(r *pubReq) bool {
 		return false
 	}
 	pc.inflight[tag] = r // before the write: the confirm may come at once
+	r.dc, r.writing = nil, true
 	pc.mu.Unlock()
-	err := pc.ch.PublishWithContext(context.Background(), r.exchange, r.key, r.mandatory(), false, r.msg)
+	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(context.Background(), r.exchange, r.key, r.mandatory(), false, r.msg)
+	pc.mu.Lock()
+	r.dc, r.writing = dc, false
+	pc.wrote.Broadcast()
+	pc.mu.Unlock()
 	if err != nil {
 		pc.mu.Lock()
 		own := pc.inflight[tag] == r
@@ -364,22 +354,36 @@ func (pc *pubChannel) listen(confirms chan amqp.Confirmation, returns chan amqp.
 	pc.die(cause)
 }
 
+// confirm resolves the request c confirms. Whether the broker acked it is
+// taken from the request's own DeferredConfirmation, not from c: RabbitMQ
+// coalesces acks into one with multiple=true up to its lowest unconfirmed
+// tag, and a tag it nacked no longer counts as unconfirmed, so a multiple
+// ack may span a tag nacked before it. When that nack came ahead of the
+// acks of earlier tags, amqp091-go holds it back to keep NotifyPublish in
+// order and then reports the tag with the multiple ack's flag, as acked;
+// the DeferredConfirmation keeps the nack. (Seen at a node kill: quorum
+// queues electing a leader nack at once, while the acks before them wait
+// for their queues' commits; the nacked publishes were lost.)
 func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	pc.mu.Lock()
 	r := pc.inflight[c.DeliveryTag]
+	for r != nil && r.writing {
+		pc.wrote.Wait() // the confirm beat the writer back from the write
+		r = pc.inflight[c.DeliveryTag]
+	}
 	delete(pc.inflight, c.DeliveryTag)
 	pc.removedLocked()
-	pc.acked = pc.acked || c.Ack
+	ack := c.Ack
+	if r != nil && r.dc != nil {
+		ack = r.dc.Acked()
+	}
+	pc.acked = pc.acked || ack
 	pc.mu.Unlock()
 	switch {
 	case r == nil:
-	case !c.Ack:
+	case !ack:
 		pc.t.log.Debug("acemq: rabbitmq nacked a publish", "exchange", r.exchange, "routing_key", r.key,
 			"id", r.msg.MessageId, "nacks", r.nacks+1)
-		if pc.nacked == nil {
-			pc.nacked = make(map[string]bool)
-		}
-		pc.nacked[r.destination()] = true
 		pc.recycleOnce.Do(func() { close(pc.recycle) })
 		if r.nacks++; r.nacks < maxNacks && r.resend {
 			// Again, on another channel (this one takes no more).
@@ -387,16 +391,6 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 			return
 		}
 		pc.t.complete(r, fmt.Errorf("rabbitmq: %s: %w", r.what(), transport.ErrNacked))
-	case pc.nacked[r.destination()] && r.resend && r.returned == nil:
-		// An ack after a nack for the same destination on this channel
-		// is not trusted: RabbitMQ 3.10 was seen to ack, and drop,
-		// publishes to a quorum queue on a channel that had one to the
-		// same queue rejected while the queue elected a leader after a
-		// node died. It goes again on the fresh channel: a duplicate at
-		// worst, never a loss.
-		pc.t.log.Debug("acemq: rabbitmq acked a publish after the channel nacked; sending it again on a fresh channel",
-			"exchange", r.exchange, "routing_key", r.key, "id", r.msg.MessageId)
-		pc.t.requeue(pc.src, r, transport.ErrNacked)
 	default:
 		pc.t.complete(r, r.returned)
 	}

@@ -32,6 +32,12 @@ type pubReq struct {
 	// nacks counts the broker's nacks of it: it is sent again, each time
 	// on another channel, until maxNacks.
 	nacks int
+	// dc is the confirmation of its latest write, which holds the
+	// broker's answer (see pubChannel.confirm); writing is set while that
+	// write has not returned. Both are guarded by the mu of the channel
+	// it is in flight on.
+	dc      *amqp.DeferredConfirmation
+	writing bool
 	// strikes counts the closures it was in flight at that the broker gave
 	// a reason for naming nothing (see pubChannel.die); above zero it is
 	// written alone, and at maxStrikes it fails.
@@ -63,9 +69,8 @@ func (r *pubReq) mandatory() bool {
 // unroutable message fails wrapping transport.ErrUnroutable, a publish to a
 // missing exchange wrapping transport.ErrNotFound. A nacked publish is sent
 // again on another channel, and the channel that nacked it is replaced once
-// its other confirms are in (what it acks after the nack for the same
-// destination is sent again too, see pubChannel.confirm); after four nacks
-// the publish fails wrapping transport.ErrNacked. A publish the broker answers by closing the channel
+// its other confirms are in; after four nacks the publish fails wrapping
+// transport.ErrNacked. A publish the broker answers by closing the channel
 // or the connection for no reason it names (a frame it cannot parse, say)
 // is sent again alone, and fails with that reason once it was in flight at
 // two such closures.
