@@ -60,14 +60,18 @@ func TestBrokerRulesOnEveryPath(t *testing.T) {
 		} {
 			err := tc.do()
 			require.Error(t, err, tc.name)
-			// Declare and the transport return the transport's own error;
+			// The transport returns its own error, which Declare wraps;
 			// Send checks the header itself.
-			prefix := transportPrefix(url)
-			if strings.HasSuffix(tc.name, "at Send") {
-				prefix = "acemq:"
+			want := transportPrefix(url) + " "
+			switch {
+			case strings.HasSuffix(tc.name, "at Send"):
+				want = "acemq: "
+			case strings.HasPrefix(tc.name, "routing key through"):
+			default:
+				want = "acemq: declaring: " + want
 			}
-			assert.True(t, strings.HasPrefix(err.Error(), prefix+" "), "%s: %v", tc.name, err)
-			assert.Equal(t, 1, strings.Count(err.Error(), prefix), "%s: %v", tc.name, err)
+			assert.True(t, strings.HasPrefix(err.Error(), want), "%s: %v", tc.name, err)
+			assert.LessOrEqual(t, countPrefix(err.Error()), 1, "%s: %v", tc.name, err)
 			assert.Contains(t, err.Error(), tc.field, tc.name)
 			assert.Contains(t, err.Error(), tc.limit, tc.name)
 			require.NoError(t, c.Health(ctxT(t)), "Health after the %s", tc.name)
