@@ -304,7 +304,11 @@ func (pc *pubChannel) write(r *pubReq) bool {
 	pc.mu.Unlock()
 	dc, err := pc.ch.PublishWithDeferredConfirmWithContext(context.Background(), r.exchange, r.key, r.mandatory(), false, r.msg)
 	pc.mu.Lock()
-	r.dc, r.writing = dc, false
+	if pc.inflight[tag] == r {
+		// Still this channel's: the channel may have died during the
+		// write and handed r on to the next one.
+		r.dc, r.writing = dc, false
+	}
 	pc.wrote.Broadcast()
 	pc.mu.Unlock()
 	if err != nil {
