@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -147,11 +148,7 @@ func (f *firehose) explain(t *testing.T, ids, context []string) {
 		t.Logf("firehose: round: %s", l)
 	}
 	never := 0
-	sorted := make([]string, 0, len(ids))
-	for _, id := range ids {
-		sorted = append(sorted, id)
-	}
-	sort.Strings(sorted)
+	sorted := slices.Sorted(slices.Values(ids))
 	for i, id := range sorted {
 		delivered := false
 		for _, e := range want[id] {
