@@ -210,7 +210,10 @@ func TestOrderedOnTheCluster(t *testing.T) {
 	// confirmation; docs/ordering.md). ACEMQ_ORDERED_PUBLISHER=other puts
 	// it on a node that stays up, =any where Dial puts it.
 	var pubConn *acemq.Conn
-	for {
+	for attempt := 1; ; attempt++ {
+		if attempt > 50 {
+			t.Fatalf("the publisher's Conn did not land where ACEMQ_ORDERED_PUBLISHER=%q wants it in 50 tries", os.Getenv("ACEMQ_ORDERED_PUBLISHER"))
+		}
 		pubConn, err = acemq.Connect(ctxT(t, time.Minute), rotated(1), acemq.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 		if err != nil {
 			t.Fatal(err)
