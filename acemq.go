@@ -64,10 +64,6 @@ func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, err
 	if cfg.transport == nil {
 		t, err := dial(ctx, rawURL, &cfg)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "acemq: ") {
-				// The transport's error, under its own prefix.
-				err = fmt.Errorf("acemq: connecting: %w", err)
-			}
 			return nil, err
 		}
 		cfg.transport = t
@@ -95,7 +91,7 @@ func dial(ctx context.Context, rawURL string, cfg *connConfig) (transport.Transp
 	switch strings.ToLower(scheme) {
 	case "memory":
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("acemq: connecting: %w", err)
 		}
 		return memory.New(strings.TrimSuffix(rest, "/")), nil
 	case "amqp", "amqps":
