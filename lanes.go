@@ -387,29 +387,36 @@ func (o *orderedRun) run(it *item) {
 // workers go on.
 func (o *orderedRun) waitInPlace(it *item, wait time.Duration) {
 	o.mu.Lock()
-	if it.p.stopped || it.stale {
-		o.removeLocked(it)
-		o.mu.Unlock()
-		if !it.stale {
-			_ = it.d.Release()
-		}
+	if o.leaveIfGoneLocked(it) {
 		return
 	}
 	defer o.mu.Unlock()
 	it.state = itemWaiting
 	it.timer = time.AfterFunc(wait, func() {
 		o.mu.Lock()
-		if it.p.stopped || it.stale {
-			o.removeLocked(it)
-			o.mu.Unlock()
-			if !it.stale {
-				_ = it.d.Release()
-			}
+		if o.leaveIfGoneLocked(it) {
 			return
 		}
 		o.pushLocked(it)
 		o.mu.Unlock()
 	})
+}
+
+// leaveIfGoneLocked, called with o.mu held, takes it out of its lane when
+// its partition stopped (it is given back) or its channel went (the broker
+// delivers it again) and then reports true, having unlocked o.mu; else it
+// reports false with o.mu still held.
+func (o *orderedRun) leaveIfGoneLocked(it *item) bool {
+	if !it.p.stopped && !it.stale {
+		return false
+	}
+	stale := it.stale
+	o.removeLocked(it)
+	o.mu.Unlock()
+	if !stale {
+		_ = it.d.Release()
+	}
+	return true
 }
 
 // finish ends it in its lane and readies the key's next delivery.
