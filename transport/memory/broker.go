@@ -84,7 +84,8 @@ type Broker struct {
 	scratch []*queue    // routing targets of the publish in progress
 	seen    []*exchange // exchanges the routing in progress passed through
 	leases  map[string]*lease
-	free    []*entry // recycled entries
+	fences  map[string]uint64 // fencing counters (fence.go)
+	free    []*entry          // recycled entries
 }
 
 // maxFree bounds how many settled entries a broker keeps for reuse.
