@@ -105,4 +105,3 @@ func TestReplayIntoAnOrderedQueue(t *testing.T) {
 		})
 	}
 }
-
