@@ -147,13 +147,13 @@ type Transport struct {
 
 	gets getChannel // the channel Get takes messages on
 
+	heard atomic.Pointer[hearing] // the current (or last) connection's reads (liveness.go)
+
 	ord ordered // plugin kinds checked and leases held (plugin.go, lease.go)
 
 	exchanges exchangeCheck // the exchanges known to exist
 
 	pub atomic.Pointer[pubChannel] // a live publishing channel, or nil
-
-	heard atomic.Pointer[hearing] // the current (or last) connection's reads (liveness.go)
 
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context
