@@ -332,7 +332,8 @@ type Liveness interface {
 	// monotonic clock reading, so time.Since of it is immune to changes of
 	// the wall clock.
 	LastHeard() time.Time
-	// Timeout is how long the broker waits without hearing from a client
-	// before it closes the client's connection.
+	// Timeout is the shortest silence after which the broker may have
+	// closed the connection as dead (leases and subscriptions with it).
+	// Zero means the broker never does (no heartbeat).
 	Timeout() time.Duration
 }
