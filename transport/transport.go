@@ -322,9 +322,9 @@ type Fencer interface {
 // broker, measured with the process's own monotonic clock. A process that
 // was frozen (a long GC pause, a stopped VM, SIGSTOP) or cut off by the
 // network sees, as soon as it runs again, that time.Since(LastHeard())
-// exceeds Timeout(): by then the broker has taken its connection for dead
-// and ended its leases and subscriptions, whether or not the transport has
-// noticed yet.
+// exceeds Timeout(): by then the broker may have taken its connection for
+// dead and ended its leases and subscriptions, whether or not the
+// transport has noticed yet.
 type Liveness interface {
 	// LastHeard is when the transport last read anything (a frame of any
 	// kind, heartbeats included) from the broker on its current

@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"errors"
 	"net"
 	"sync/atomic"
 	"time"
@@ -16,23 +17,47 @@ var epoch = time.Now()
 
 // hearing records when one connection's socket last read anything from
 // the broker, as nanoseconds since epoch on the monotonic clock, and the
-// heartbeat the connection negotiated.
+// heartbeat the connection negotiated. Only the connection's reader
+// goroutine reads from the socket, so only it records.
 type hearing struct {
 	at        atomic.Int64
 	heartbeat atomic.Int64 // time.Duration
+	silent    atomic.Bool  // a read came after a silence past the timeout
 }
 
 func newHearing() *hearing {
 	h := &hearing{}
-	h.touch()
+	h.at.Store(int64(time.Since(epoch)))
 	return h
 }
 
-func (h *hearing) touch() { h.at.Store(int64(time.Since(epoch))) }
+// heard records a read that returned bytes. It records nothing and reports
+// false when the read came longer than the connection's timeout after the
+// one before (then and ever after on this connection): the process was
+// frozen, or the network held the bytes back, and what arrives now may have
+// been sent before the broker closed the connection as dead. amqp091 would
+// take such bytes as a sign of life and carry on; the transport drops the
+// connection instead, as amqp091 does itself when nothing arrives for as
+// long, so that the leases end and a fresh connection is made.
+func (h *hearing) heard() bool {
+	if h.silent.Load() {
+		return false
+	}
+	now := int64(time.Since(epoch))
+	if to := h.timeout(); to > 0 && now-h.at.Load() > int64(to) {
+		h.silent.Store(true)
+		return false
+	}
+	h.at.Store(now)
+	return true
+}
 
 func (h *hearing) last() time.Time { return epoch.Add(time.Duration(h.at.Load())) }
 
 func (h *hearing) setHeartbeat(d time.Duration) { h.heartbeat.Store(int64(d)) }
+
+// timeout is 1.5 heartbeats (see Transport.Timeout), zero without one.
+func (h *hearing) timeout() time.Duration { return 3 * time.Duration(h.heartbeat.Load()) / 2 }
 
 // wrap returns c recording each read that returns bytes.
 func (h *hearing) wrap(c net.Conn) net.Conn { return &heardConn{Conn: c, h: h} }
@@ -44,10 +69,13 @@ type heardConn struct {
 	h *hearing
 }
 
+// errSilent ends a connection whose broker was silent past the timeout.
+var errSilent = errors.New("nothing was heard from the broker for longer than the heartbeat timeout (the process was frozen or the network held the bytes back): the connection is taken as dead")
+
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.h.touch()
+	if n > 0 && !c.h.heard() {
+		return 0, errSilent
 	}
 	return n, err
 }
@@ -55,8 +83,10 @@ func (c *heardConn) Read(p []byte) (int, error) {
 // LastHeard is when the socket of the transport's current connection last
 // read anything from the broker (a frame of any kind: heartbeats, which an
 // idle broker sends every half heartbeat interval, included), or of the
-// last connection while the transport is down and reconnecting. It
-// implements transport.Liveness; the value carries a monotonic clock
+// last connection while the transport is down and reconnecting. Bytes that
+// arrive after a silence longer than Timeout do not count: the transport
+// drops that connection and makes another. It implements
+// transport.Liveness; the value carries a monotonic clock
 // reading, so time.Since(LastHeard()) keeps growing through a freeze of
 // the process and is not moved by changes of the wall clock.
 func (t *Transport) LastHeard() time.Time {
@@ -84,5 +114,5 @@ func (t *Transport) Timeout() time.Duration {
 	if h == nil {
 		return 0
 	}
-	return 3 * time.Duration(h.heartbeat.Load()) / 2
+	return h.timeout()
 }
