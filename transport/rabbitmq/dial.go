@@ -148,6 +148,7 @@ type Transport struct {
 	gets getChannel // the channel Get takes messages on
 
 	heard atomic.Pointer[hearing] // the current (or last) connection's reads (liveness.go)
+	fence fencing                 // the connection Fence runs on (fence.go)
 
 	ord ordered // plugin kinds checked and leases held (plugin.go, lease.go)
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -51,9 +52,13 @@ const (
 // whose consumer's node is cut off it waits for the node to come back), so
 // the next holder can read an empty queue and start again from 1.
 //
-// A name held by a queue of another kind fails wrapping
-// transport.ErrTopologyConflict; DeleteQueue deletes a counter, and the
-// next Fence starts it again from 1.
+// Fence runs on a second connection the transport opens on first use, to
+// the node of its current one, and opens again when it died: RabbitMQ 3.10
+// answers a subscription to a stream it is still creating by crashing the
+// channel and closing the whole connection, which must not take the
+// transport's leases and consumers with it. A name held by a queue of
+// another kind fails wrapping transport.ErrTopologyConflict; DeleteQueue
+// deletes a counter, and the next Fence starts it again from 1.
 func (t *Transport) Fence(ctx context.Context, name string) (uint64, error) {
 	op := fmt.Sprintf("fence %q", name)
 	switch {
@@ -64,31 +69,37 @@ func (t *Transport) Fence(ctx context.Context, name string) (uint64, error) {
 	case strings.HasPrefix(name, "amq."):
 		return 0, fmt.Errorf("rabbitmq: %s: the amq. prefix is the broker's", op)
 	}
-	s, err := t.current(ctx, op)
-	if err != nil {
-		return 0, err
-	}
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return 0, fmt.Errorf("rabbitmq: %s: %w", op, err)
-	}
-	id := "fence-" + hex.EncodeToString(b[:])
-	// A stream's members start after its declaration returns, and a
-	// stream is read through the member on the connection's node: until
-	// that member runs the broker refuses the subscription. The refusal
-	// closes only the channel; a fresh one is tried again shortly.
+	// Two refusals are waited out and tried again: a stream's members start
+	// after its declaration returns, and a stream is read through the
+	// member on the connection's node, so until that member runs the broker
+	// refuses the subscription (406, closing the channel), or, a moment
+	// earlier, the channel crashes on the missing stream and RabbitMQ 3.10
+	// closes the whole connection (541 INTERNAL_ERROR). That is why Fence
+	// runs on a connection of its own (see fenceConn): a crash there costs
+	// the transport's leases and consumers nothing.
 	var value uint64
+	var err error
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		value, err = t.fenceOnce(ctx, s, op, name, id)
-		if err == nil || !noLocalReplica(err) {
-			break
+		var conn *amqp.Connection
+		conn, err = t.fenceConn(ctx, op)
+		if err == nil {
+			value, err = t.fenceOnce(ctx, conn, op, name)
+			if err == nil || !(noLocalReplica(err) || conn.IsClosed()) {
+				break
+			}
+		} else if t.isClosed() || ctx.Err() != nil {
+			return 0, err
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
 			timer.Stop()
-			return 0, fmt.Errorf("rabbitmq: %s: %w; the stream has no running member on the connection's node (a node that joined after the stream was declared gets one with rabbitmq-streams add_replica): %w", op, ctx.Err(), err)
+			hint := ""
+			if noLocalReplica(err) {
+				hint = "; the stream has no running member on the connection's node (a node that joined after the stream was declared gets one with rabbitmq-streams add_replica)"
+			}
+			return 0, fmt.Errorf("rabbitmq: %s: %w%s: %w", op, ctx.Err(), hint, err)
 		}
 	}
 	if err != nil {
@@ -100,6 +111,46 @@ func (t *Transport) Fence(ctx context.Context, name string) (uint64, error) {
 	return value, nil
 }
 
+// fenceConn returns the transport's fencing connection, dialling it to
+// the node of the current session when there is none or it died. It is
+// closed when the transport closes.
+func (t *Transport) fenceConn(ctx context.Context, op string) (*amqp.Connection, error) {
+	t.fence.mu.Lock()
+	defer t.fence.mu.Unlock()
+	if c := t.fence.conn; c != nil && !c.IsClosed() {
+		return c, nil
+	}
+	s, err := t.current(ctx, op)
+	if err != nil {
+		return nil, err
+	}
+	if !t.track(1) {
+		return nil, errClosed(op)
+	}
+	conn, err := t.dial(ctx, s.node)
+	if err != nil {
+		t.wg.Done()
+		return nil, fmt.Errorf("rabbitmq: %s: connecting: %w", op, err)
+	}
+	t.fence.conn = conn
+	gone := conn.NotifyClose(make(chan *amqp.Error, 1))
+	go func() {
+		defer t.wg.Done()
+		select {
+		case <-gone:
+		case <-t.stopCtx.Done():
+			_ = conn.Close()
+		}
+	}()
+	return conn, nil
+}
+
+// fencing is the connection Fence runs on.
+type fencing struct {
+	mu   sync.Mutex
+	conn *amqp.Connection
+}
+
 // noLocalReplica reports the broker's refusal to subscribe to a stream
 // that has no running member on the connection's node.
 func noLocalReplica(err error) bool {
@@ -107,11 +158,23 @@ func noLocalReplica(err error) bool {
 	return errors.As(err, &e) && e.Code == amqp.PreconditionFailed && strings.Contains(e.Reason, "replica on the local node")
 }
 
-// fenceOnce is one attempt of Fence on a fresh channel of s: declare,
-// subscribe at the end, publish the mark id, read it back.
-func (t *Transport) fenceOnce(ctx context.Context, s *session, op, name, id string) (uint64, error) {
+// fenceOnce is one attempt of Fence on a fresh channel of conn: declare,
+// subscribe at the end, publish a mark with a random ID, read it back.
+func (t *Transport) fenceOnce(ctx context.Context, conn *amqp.Connection, op, name string) (uint64, error) {
+	if ctx.Err() != nil {
+		return 0, ctxError(op, ctx)
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	id := "fence-" + hex.EncodeToString(b[:])
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("the fencing connection is gone: %w", t.scrub(err))
+	}
 	var value uint64
-	err := t.withSession(ctx, s, op, func(ch *amqp.Channel) error {
+	err = runOnChannel(ctx, op, ch, func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{
 			"x-queue-type":                    "stream",
 			"x-max-length-bytes":              int64(fenceMaxBytes),

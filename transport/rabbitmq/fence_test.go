@@ -3,7 +3,9 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,11 +45,14 @@ func TestFenceAcrossAReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	tr := dial(t, withHost(t, url, p.Addr()), rabbitmq.Config{})
+	var logs syncBuffer
+	tr := dial(t, withHost(t, url, p.Addr()), rabbitmq.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	before := mustFence(t, tr, name)
 	p.Cut()
-	eventually(t, 10*time.Second, "the transport sees the cut", func() bool { return tr.Health(ctxT(t)) != nil })
-	after := mustFence(t, tr, name) // waits for the new connection
+	eventually(t, 10*time.Second, "the transport reconnects after the cut", func() bool {
+		return strings.Contains(logs.String(), "acemq: rabbitmq reconnected")
+	})
+	after := mustFence(t, tr, name) // on a fencing connection dialled again too
 	if after <= before {
 		t.Fatalf("Fence after a reconnect = %d; want above %d", after, before)
 	}
