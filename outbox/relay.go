@@ -193,7 +193,7 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 		r.sqls = newRelaySQL(o)
 	}
 	if r.cfg.logger == nil && c != nil {
-		r.cfg.logger = hooks.Logger(c) // the Conn's: WithLogger's or slog.Default()
+		r.cfg.logger = c.Logger()
 	}
 	if r.cfg.logger == nil {
 		r.cfg.logger = slog.Default()
