@@ -130,7 +130,7 @@ func (b *bisector[T]) part(ctx context.Context, lo, hi int, failed bool) (passed
 			b.settle(lo, hi, acemq.Retry(fmt.Errorf("patterns: Bisect stopped before this part of the batch was tried: %w", err)))
 			return false
 		}
-		err, p, stack := b.call(ctx, lo, hi)
+		p, stack, err := b.call(ctx, lo, hi)
 		switch {
 		case err == nil && p == nil:
 			b.settle(lo, hi, acemq.Done())
@@ -174,13 +174,13 @@ func (b *bisector[T]) panickedAlone(ctx context.Context, i int, p any, stack str
 }
 
 // call runs fn on batch[lo:hi], turning a panic into its value and stack.
-func (b *bisector[T]) call(ctx context.Context, lo, hi int) (err error, panicked any, stack string) {
+func (b *bisector[T]) call(ctx context.Context, lo, hi int) (panicked any, stack string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			panicked, stack = p, string(debug.Stack())
 		}
 	}()
-	return b.fn(ctx, b.batch[lo:hi:hi]), nil, ""
+	return nil, "", b.fn(ctx, b.batch[lo:hi:hi])
 }
 
 // settle gives every message of batch[lo:hi] ack.
