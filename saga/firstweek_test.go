@@ -203,3 +203,52 @@ func TestACorrelateThatPanicsIsRejected(t *testing.T) {
 	assert.Equal(t, "m-1", errs[0]["id"])
 	assert.Empty(t, errs[0]["correlation_id"])
 }
+
+// Behind a real consumer, a missing table costs attempts, not messages: the
+// message is retried with the reason, and once Migrate runs, the retry
+// commits.
+func TestAMigrationWithinTheLadderLosesNothing(t *testing.T) {
+	for _, d := range databases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			url := acemqtest.Memory(t)
+			ctx := t.Context()
+			queue := acemqtest.QueueName(t, "saga-migrate")
+			settled := make(chan acemq.Settlement, 16)
+			mq := connect(t, url, acemq.OnSettled(func(_ context.Context, s acemq.Settlement) { settled <- s }))
+			s, _ := unmigrated(t, d.open(t), d.dialect, quiet)
+			h := saga.Handle(s, byCorrelationID[Event], func(_ context.Context, in *saga.Instance[Checkout], _ *acemq.Message[Event]) error {
+				in.State.Status = "opened"
+				return nil
+			}, saga.Starts())
+			cons, err := acemq.NewConsumer(mq, queue, h, acemq.WithConsumerRetry(acemq.RetryPolicy{
+				MaxAttempts: 20, Delays: []time.Duration{50 * time.Millisecond}}))
+			require.NoError(t, err)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- cons.Run(runCtx) }()
+			defer func() { stop(); require.NoError(t, <-done) }()
+
+			require.NoError(t, acemq.NewPublisher[Event](mq, "", queue).Send(ctx, Event{}, acemq.CorrelationID("t-1")))
+			next := func() acemq.Settlement {
+				select {
+				case st := <-settled:
+					return st
+				case <-time.After(20 * time.Second):
+					t.Fatal("nothing settled in 20s")
+					return acemq.Settlement{}
+				}
+			}
+			first := next()
+			assert.Equal(t, acemq.OutcomeRetried, first.Outcome)
+			assert.Equal(t, fmt.Sprintf(`saga: table %s of saga %q does not exist; call Saga.Migrate first`, s.TableName(), s.Name()), first.Reason)
+			require.NoError(t, s.Migrate(ctx))
+			for st := next(); st.Outcome != acemq.OutcomeAcked; st = next() {
+				require.Equal(t, acemq.OutcomeRetried, st.Outcome, st.Reason)
+			}
+			snap, err := s.Get(ctx, "t-1")
+			require.NoError(t, err)
+			assert.Equal(t, "opened", snap.State.Status)
+		})
+	}
+}
