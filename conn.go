@@ -99,29 +99,22 @@ type RawMessage struct {
 // value AMQP cannot carry fails before anything is sent. Errors are
 // otherwise as for Publisher.Send.
 func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
-	_, err := c.moveRaw(ctx, m, nil)
-	return err
-}
-
-// moveRaw publishes m as PublishRaw does and then, when from is not nil,
-// acks it (see relocate): patterns.Replay's move, through internal/extend.
-func (c *Conn) moveRaw(ctx context.Context, m RawMessage, from *transport.Delivery) (ackErr, err error) {
 	if m.Envelope == nil {
-		return nil, errors.New("acemq: PublishRaw was given a message without an envelope")
+		return errors.New("acemq: PublishRaw was given a message without an envelope")
 	}
 	if !c.publishes.add() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	defer c.publishes.done()
 	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return nil, err
+		return err
 	}
-	return c.relocate(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), from)
+	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), nowNano())
 }
 
 // relocate is the one move acemq makes of a delivery, from its queue to
-// another (a retry, a dead letter, a parking, a replay): it publishes msg,
+// another (a retry, a dead letter, a parking): it publishes msg,
 // and only once the broker confirmed it, acks from (when not nil). err is
 // the publish's, and from is then left unsettled; ackErr is the ack's. A
 // failed ack loses nothing: the copy is safe and the original comes again,

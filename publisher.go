@@ -90,6 +90,9 @@ type PublishResult struct {
 // error (errors.Is holds), naming the message and its destination. A
 // message that was not confirmed is never reported as sent.
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
+	if perMessageOf(opts) != nil {
+		return p.SendAll(ctx, []T{v}, opts...)[0].Err // PerMessage's one path
+	}
 	_, err := p.send(ctx, v, opts)
 	return err
 }

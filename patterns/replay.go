@@ -164,14 +164,15 @@ func (r *replayer) one(ctx context.Context, d transport.Delivery, rep *ReplayRep
 	env.Attempt, env.Error = 1, ""
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
 	defer cancel()
-	// The engine's own move: the copy confirmed, then the original acked.
-	// An ack that fails leaves the original to come back to from: a
-	// duplicate, not a loss.
-	_, err = hooks.Move(r.c, mctx, &d, acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType})
+	// The copy confirmed, then the original acked, as the engine moves a
+	// delivery. An ack that fails leaves the original to come back to from:
+	// a duplicate, not a loss.
+	err = r.c.PublishRaw(mctx, acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType})
 	if err != nil {
 		r.fail(d, rep, err)
 		return
 	}
+	_ = d.Ack()
 	rep.Moved++
 }
 
