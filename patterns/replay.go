@@ -189,20 +189,21 @@ func (r *replayer) one(ctx context.Context, d transport.Delivery, rep *ReplayRep
 	env.Attempt, env.Error = 1, ""
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
 	defer cancel()
-	// The engine's own move: the copy confirmed, then the original acked.
-	// An ack that fails leaves the original to come back to from: a
-	// duplicate, not a loss.
+	// The copy confirmed, then the original acked, as the engine moves a
+	// delivery. An ack that fails leaves the original to come back to from:
+	// a duplicate, not a loss.
 	m := acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType}
 	if r.exchange != "" {
 		// The x-consistent-hash exchange routes by the envelope's key
 		// (header x-acemq-key), not by the routing key.
 		m.Exchange, m.RoutingKey = r.exchange, ""
 	}
-	_, err = hooks.Move(r.c, mctx, &d, m)
+	err = r.c.PublishRaw(mctx, m)
 	if err != nil {
 		r.fail(d, rep, err)
 		return
 	}
+	_ = d.Ack()
 	rep.Moved++
 }
 

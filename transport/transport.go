@@ -44,10 +44,15 @@ import (
 	"time"
 )
 
-// Sentinel errors every Transport reports with (wrapped with %w and context).
+// Sentinel errors every Transport reports with, wrapped in errors of its own.
 // They are package acemq's errors (it re-exports them), so their texts begin
-// "acemq: "; a transport's own errors begin with its own name ("rabbitmq: ",
-// "memory: ") and wrap these with %w.
+// "acemq: ". A transport's errors begin with its own name ("rabbitmq: ",
+// "memory: ") and match these with errors.Is, but read without their text
+// (an Unwrap of their own rather than fmt's %w), so that the root's error
+// around one reads "acemq: " once: "acemq: publishing …: rabbitmq: publish
+// to …: no queue took the message (312 NO_ROUTE)". A transport that returns
+// a sentinel bare gets the root's context after its text. This package's
+// own errors, about a Delivery used wrongly, begin "transport: ".
 var (
 	// ErrClosed reports a call on a closed transport or Conn.
 	ErrClosed = errors.New("acemq: the connection is closed")

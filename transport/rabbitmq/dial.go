@@ -453,5 +453,5 @@ func (t *Transport) isClosed() bool {
 }
 
 func errClosed(op string) error {
-	return fmt.Errorf("rabbitmq: %s: %w", op, transport.ErrClosed)
+	return kindError(transport.ErrClosed, nil, "rabbitmq: %s: the transport is closed", op)
 }
