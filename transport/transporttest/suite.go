@@ -160,4 +160,8 @@ var cases = []testCase{
 	{name: "HandOverQuorum", quorum: true, run: func(e *env) { testHandOver(e, true) }},
 	{name: "HandOverWaitsForRelease", run: testHandOverWaits},
 	{name: "ReleaseOnlyHandOver", run: testReleaseOnlyHandOver},
+	{name: "FenceSequential", run: testFenceSequential},
+	{name: "FenceConcurrent", run: testFenceConcurrent},
+	{name: "FenceClientDies", run: testFenceClientDies},
+	{name: "FenceConflict", run: testFenceConflict},
 }
