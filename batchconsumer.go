@@ -150,13 +150,12 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 	if err != nil {
 		return nil, fmt.Errorf("acemq: batch consumer of %q: creating its histogram: %w", queue, err)
 	}
-	e, err := newEngine(c, queue, "batch consumer", all)
+	r := &batchRoute[T]{handler: h, name: typeName[T](), sizes: sizes}
+	e, err := newEngine(c, queue, "batch consumer", all, r)
 	if err != nil {
 		return nil, err
 	}
-	r := &batchRoute[T]{handler: h, name: typeName[T](), sizes: sizes}
 	takeTypes[T](e, r)
-	e.batch = r
 	return &Consumer[T]{e: e}, nil
 }
 
@@ -166,12 +165,11 @@ type batchServer interface {
 	serveBatch(ctx context.Context, e *engine, items []batchItem)
 }
 
-// batchItem is a delivery that passed prepare: its own context (with its
-// WhenSettled callbacks) and state.
+// batchItem is a delivery that passed prepare: its state, which is also
+// its own context (with its WhenSettled callbacks).
 type batchItem struct {
-	ctx context.Context
-	d   *transport.Delivery // in the batch the gatherer made
-	ds  *delivery
+	d  *transport.Delivery // in the batch the gatherer made
+	ds *delivery
 }
 
 // batchContext is a BatchHandler's context: its parent plus the batch's
@@ -196,9 +194,10 @@ type batchRoute[T any] struct {
 	sizes   metric.Float64Histogram
 }
 
-// serve handles one delivery as a batch of one. The engine's batch path
-// calls serveBatch instead; serve is what makes a batchRoute a route, so
-// the type checks pick it as they pick a Handler's.
+// serve handles one delivery as a batch of one, in ctx, the batch's
+// context: the batch mode's way with a batch that has one delivery left
+// after prepare. It is also what makes a batchRoute a route, so the type
+// checks pick it as they pick a Handler's.
 func (r *batchRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
 	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
 	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
@@ -214,7 +213,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	for _, it := range items {
 		m := &Message[T]{Envelope: it.ds.env, Queue: e.queue, Redelivered: it.d.Redelivered}
 		if err := e.conn.cfg.codecs.decode(it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
-			e.settle(it.ctx, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
+			e.settle(it.ds, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1, plainFate{})
 			continue
 		}
 		msgs = append(msgs, m)
@@ -230,7 +229,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	bctx := &batchContext{Context: ctx, members: members}
 	vs, seconds := r.run(bctx, e, msgs)
 	for i, it := range kept {
-		e.settle(it.ctx, *it.d, it.ds, vs[i], seconds)
+		e.settle(it.ds, *it.d, it.ds, vs[i], seconds, plainFate{})
 	}
 }
 
@@ -239,15 +238,18 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
 	r.sizes.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
 	start := nowNano()
-	acks, panicked := r.call(ctx, msgs)
+	acks, p := guard(func() []Ack { return r.handler(ctx, msgs) })
 	seconds := sinceSeconds(start)
 	vs := make([]verdict, len(msgs))
 	var whole error // what makes the whole batch retry
 	switch {
-	case panicked != nil:
-		whole = fmt.Errorf("the batch handler panicked: %v", panicked)
+	case p != nil:
+		e.logPanic(p, "ids", batchIDs(msgs))
+		whole = fmt.Errorf("the batch handler panicked: %v", p.value)
 	case acks != nil && len(acks) != len(msgs):
 		whole = fmt.Errorf("the batch handler returned %d Acks for a batch of %d (want one per message, or nil for all Done)", len(acks), len(msgs))
+		e.conn.cfg.logger.Error("acemq: a batch handler returned the wrong number of Acks; the whole batch is retried",
+			"queue", e.queue, "acks", len(acks), "messages", len(msgs), "ids", batchIDs(msgs))
 	}
 	for i, m := range msgs {
 		switch {
@@ -263,133 +265,65 @@ func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) 
 	return vs, seconds
 }
 
-// call runs the handler, turning a panic into its value.
-func (r *batchRoute[T]) call(ctx context.Context, msgs []*Message[T]) (acks []Ack, panicked any) {
-	defer func() {
-		if p := recover(); p != nil {
-			panicked = p
-		}
-	}()
-	return r.handler(ctx, msgs), nil
+// batchIDs are the message IDs of a batch, for the log.
+func batchIDs[T any](msgs []*Message[T]) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.Envelope.ID
+	}
+	return ids
 }
 
 // processBatch takes a batch of deliveries from parse to settlement: each
 // through prepare, alone, then those that passed to the handler together.
-func (e *engine) processBatch(ctx context.Context, ds []transport.Delivery) {
+func (m *batchMode) processBatch(ctx context.Context, ds []transport.Delivery) {
 	items := make([]batchItem, 0, len(ds))
+	var last route
 	for i := range ds {
-		dctx, st, r := e.prepare(ctx, ds[i])
+		st, r, _ := m.e.prepare(ctx, ds[i], plainFate{})
 		if r == nil {
 			continue // settled alone
 		}
-		items = append(items, batchItem{ctx: dctx, d: &ds[i], ds: st})
+		last = r
+		items = append(items, batchItem{d: &ds[i], ds: st})
 	}
-	if len(items) > 0 {
-		e.batch.serveBatch(ctx, e, items)
+	switch len(items) {
+	case 0:
+	case 1:
+		it := items[0]
+		bctx := &batchContext{Context: ctx, members: []*delivery{it.ds}}
+		v, seconds := last.serve(bctx, m.e, *it.d, it.ds.env)
+		m.e.settle(it.ds, *it.d, it.ds, v, seconds, plainFate{})
+	default:
+		m.server.serveBatch(ctx, m.e, items)
 	}
 }
 
-// startBatches starts, in wg, a batch consumer's side of a subscription:
-// the gatherer, which takes jobs until subscribe closes it and makes
-// batches of them, and the workers that handle the batches.
-func (e *engine) startBatches(wg *sync.WaitGroup, jobs <-chan job, workers int, consumeCtx, stopCtx, takeCtx, handlerCtx context.Context) {
-	batches := make(chan []transport.Delivery)
-	for range workers {
-		wg.Go(func() {
-			for b := range batches {
-				e.processBatch(handlerCtx, b)
-			}
-		})
-	}
-	wg.Go(func() {
-		defer close(batches)
-		e.gather(jobs, batches, consumeCtx, stopCtx, takeCtx)
-	})
+// batchMode is a batch consumer's: a plain consumer's queues, and a
+// gatherer that makes batches of the deliveries for Concurrency batch
+// workers.
+type batchMode struct {
+	plainMode
+	server batchServer
 }
 
-// gather makes batches of the jobs and hands each to a free worker: when
-// it is full, when BatchWait has passed since its first delivery, or at
-// once when the taking has ended (Run stopping, a probe's few taken), with
-// the deliveries already handed over to it. It keeps gathering while every
-// worker is busy, up to BatchSize.
-//
-// When Run stops, the batch being gathered is the last: it is handed over
-// with what the transport had already handed out, up to BatchSize, and
-// every delivery after it goes back to the queue. When the subscription is
-// stopped without Run stopping (Pause, the kill switch), the batch being
-// gathered goes back to the queue, unhandled, and so does every delivery
-// that arrives after the stop.
-func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, consumeCtx, stopCtx, takeCtx context.Context) {
-	size, wait := e.cfg.batch.size, e.cfg.batch.wait
-	var (
-		cur      []transport.Delivery
-		due      bool // BatchWait has passed since cur's first delivery
-		ending   bool // the taking has ended: hand cur over at once
-		lastSent bool // Run is stopping and its last batch was handed over
-		stopped  = stopCtx.Done()
-		taking   = takeCtx.Done()
-		timer    = time.NewTimer(wait)
-	)
-	timer.Stop()
-	defer timer.Stop()
-	putBack := func() {
-		for _, d := range cur {
-			_ = d.Nack(true) // gathered, not started: back to the queue
-		}
-		cur = nil
-	}
-	// runStopping: Run's ctx (or the Conn's Shutdown) ended the
-	// subscription, rather than Pause or the kill switch.
-	runStopping := func() bool { return stopCtx.Err() != nil && consumeCtx.Err() != nil }
-	for {
-		// Read before the select: a batch counts as the last only if Run
-		// was stopping when it was offered, not when a worker took it.
-		last := runStopping()
-		in := jobs
-		if len(cur) >= size {
-			in = nil
-		}
-		var out chan<- []transport.Delivery
-		if len(cur) > 0 && (len(cur) >= size || due || ending && len(jobs) == 0) {
-			out = batches
-		}
-		select {
-		case j, ok := <-in:
-			if !ok { // the subscription has ended
-				if len(cur) > 0 {
-					if stopCtx.Err() != nil && !runStopping() {
-						putBack()
-					} else {
-						batches <- cur
-					}
+// subscribe runs one subscription: the gatherer takes the deliveries until
+// the subscription ends and makes batches of them (see batchGatherer), and
+// the workers handle the batches.
+func (m *batchMode) subscribe(s subscription) (bool, error) {
+	return m.e.consumeJobs(s, func(wg *sync.WaitGroup, jobs <-chan job, workers int) {
+		batches := make(chan []transport.Delivery)
+		for range workers {
+			wg.Go(func() {
+				for b := range batches {
+					m.processBatch(s.handlerCtx, b)
 				}
-				return
-			}
-			if !j.take || stopCtx.Err() != nil && (!runStopping() || lastSent) {
-				_ = j.d.Nack(true) // after a stop, or past a probe's few: back to the queue
-				continue
-			}
-			if cur == nil {
-				cur = make([]transport.Delivery, 0, min(size, 128))
-			}
-			cur = append(cur, j.d)
-			if len(cur) == 1 {
-				due = false
-				timer.Reset(wait)
-			}
-		case out <- cur:
-			cur = nil
-			timer.Stop()
-			lastSent = last
-		case <-timer.C:
-			due = true
-		case <-taking:
-			taking, ending = nil, true
-		case <-stopped:
-			stopped, ending = nil, true
-			if !runStopping() {
-				putBack() // Pause or the kill switch
-			}
+			})
 		}
-	}
+		g := newBatchGatherer(m.e.cfg.batch.size, m.e.cfg.batch.wait)
+		wg.Go(func() {
+			defer close(batches)
+			g.run(jobs, batches, s)
+		})
+	})
 }

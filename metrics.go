@@ -176,3 +176,13 @@ var epoch = time.Now()
 func nowNano() int64 { return int64(time.Since(epoch)) }
 
 func sinceSeconds(start int64) float64 { return float64(nowNano()-start) / 1e9 }
+
+// observeBlocked reports acemq.consumer.blocked_keys for queue, counted by
+// count, until the registration is unregistered.
+func (in *instruments) observeBlocked(queue string, count func() int) (metric.Registration, error) {
+	set := metric.WithAttributeSet(attribute.NewSet(attrSystem.String("rabbitmq"), attrDestination.String(queue)))
+	return in.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		ob.ObserveInt64(in.blockedKeys, int64(count()), set)
+		return nil
+	}, in.blockedKeys)
+}
