@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/transport"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // BatchHandler handles a batch of decoded deliveries at once and says what
@@ -132,7 +131,8 @@ func batchChecked() ConsumerOption {
 // the handler at once and settles before Run returns; deliveries
 // prefetched beyond it go back to the queue. Pause and the kill switch put
 // the batch being gathered back to the queue, unhandled, and let the
-// batches in the handler settle.
+// batches in the handler settle. So does Conn.Close, which ends the
+// handlers' contexts: after it no batch starts.
 func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...ConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:
@@ -144,13 +144,7 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 	}
 	all := make([]ConsumerOption, 0, len(opts)+2)
 	all = append(append(append(all, batching()), opts...), batchChecked())
-	sizes, err := c.metrics.meter.Float64Histogram("acemq.consume.batch.size",
-		metric.WithDescription("Messages in each batch handed to a batch handler."),
-		metric.WithUnit("{message}"))
-	if err != nil {
-		return nil, fmt.Errorf("acemq: batch consumer of %q: creating its histogram: %w", queue, err)
-	}
-	r := &batchRoute[T]{handler: h, name: typeName[T](), sizes: sizes}
+	r := &batchRoute[T]{handler: h, name: typeName[T]()}
 	e, err := newEngine(c, queue, "batch consumer", all, r)
 	if err != nil {
 		return nil, err
@@ -191,7 +185,6 @@ func (b *batchContext) Value(key any) any {
 type batchRoute[T any] struct {
 	handler BatchHandler[T]
 	name    string // T's name, for reasons
-	sizes   metric.Float64Histogram
 }
 
 // serve handles one delivery as a batch of one, in ctx, the batch's
@@ -236,7 +229,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 // run hands msgs to the handler and returns a verdict per message and the
 // handler's time in seconds.
 func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
-	r.sizes.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
+	e.conn.metrics.batchSize.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
 	start := nowNano()
 	acks, p := guard(func() []Ack { return r.handler(ctx, msgs) })
 	seconds := sinceSeconds(start)

@@ -18,13 +18,13 @@ const (
 	// on: the batch is handed over as soon as the jobs already handed out
 	// are in it.
 	flushing
-	// finishing: Run is stopping and a batch was being gathered: it is
-	// topped up, to BatchSize at most, with the jobs already handed out,
-	// and handed over as the last.
+	// finishing: Run is stopping: the batch being gathered is topped up,
+	// to BatchSize at most, with the jobs the transport had already handed
+	// out, and handed over as the last.
 	finishing
 	// draining: nothing more is gathered: every job goes back to the
-	// queue. Run stopping with no batch being gathered, after the last
-	// batch, and Pause or the kill switch all lead here.
+	// queue. The last batch handed over, Pause, the kill switch and
+	// Conn.Close (which ends the handlers' context) all lead here.
 	draining
 )
 
@@ -44,21 +44,26 @@ func newBatchGatherer(size int, wait time.Duration) *batchGatherer {
 	return &batchGatherer{size: size, wait: wait}
 }
 
-// stop is the subscription stopping: runStopping says Run (or the Conn)
-// stopped it, rather than Pause or the kill switch. It returns what goes
-// back to the queue: the batch being gathered, after a Pause.
+// stop is the subscription stopping: runStopping says Run (or the Conn's
+// Shutdown) stopped it, rather than Pause or the kill switch. It returns
+// what goes back to the queue: the batch being gathered, after a Pause.
 func (g *batchGatherer) stop(runStopping bool) (back []transport.Delivery) {
 	switch {
 	case g.state == draining || g.state == finishing:
 		return nil
-	case !runStopping:
-		back, g.cur = g.cur, nil
-		g.state = draining
-	case len(g.cur) > 0:
+	case runStopping:
 		g.state = finishing
-	default:
-		g.state = draining // no batch to finish: none is started
+		return nil
 	}
+	return g.abort()
+}
+
+// abort is Pause, the kill switch or Conn.Close: the batch being gathered
+// goes back to the queue, returned, and no batch starts any more (after
+// Close its handler's context has ended already).
+func (g *batchGatherer) abort() (back []transport.Delivery) {
+	back, g.cur, g.due = g.cur, nil, false
+	g.state = draining
 	return back
 }
 
@@ -117,10 +122,11 @@ func (g *batchGatherer) sent() {
 }
 
 // closed is the subscription's jobs ending: the batch being gathered, if
-// any, is handed over (the subscription ended by itself, or Run stopped
-// while it was being topped up).
+// any, is to be handed over as the last (the subscription ended by
+// itself, or Run stopped while it was being topped up).
 func (g *batchGatherer) closed() (last []transport.Delivery) {
 	last, g.cur = g.cur, nil
+	g.state = draining
 	if len(last) == 0 {
 		return nil
 	}
@@ -136,8 +142,12 @@ func (g *batchGatherer) run(jobs <-chan job, batches chan<- []transport.Delivery
 	timer := time.NewTimer(g.wait)
 	timer.Stop()
 	defer timer.Stop()
-	stopped, taking := s.stopCtx.Done(), s.takeCtx.Done()
+	stopped, taking, closing := s.stopCtx.Done(), s.takeCtx.Done(), s.handlerCtx.Done()
 	observe := func() {
+		if closing != nil && s.handlerCtx.Err() != nil {
+			closing, stopped = nil, nil
+			putBack(g.abort())
+		}
 		if stopped != nil && s.stopCtx.Err() != nil {
 			stopped = nil
 			putBack(g.stop(s.consumeCtx.Err() != nil))
@@ -161,8 +171,14 @@ func (g *batchGatherer) run(jobs <-chan job, batches chan<- []transport.Delivery
 		case j, ok := <-in:
 			if !ok { // the subscription has ended
 				observe()
-				if last := g.closed(); last != nil {
-					batches <- last
+				last := g.closed()
+				if last == nil {
+					return
+				}
+				select {
+				case batches <- last:
+				case <-closing: // Conn.Close while it waited for a worker
+					putBack(last)
 				}
 				return
 			}
@@ -180,6 +196,7 @@ func (g *batchGatherer) run(jobs <-chan job, batches chan<- []transport.Delivery
 			g.due = true
 		case <-taking:
 		case <-stopped:
+		case <-closing:
 		}
 	}
 }

@@ -37,6 +37,7 @@ type instruments struct {
 	deadLettered    metric.Int64Counter
 	paused          metric.Int64ObservableGauge
 	blockedKeys     metric.Int64ObservableGauge
+	batchSize       metric.Float64Histogram
 
 	meter        metric.Meter
 	registration metric.Registration // paused's callback, until the Conn closes
@@ -57,7 +58,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [7]error
+		errs [8]error
 	)
 	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
@@ -81,6 +82,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.blockedKeys, errs[6] = m.Int64ObservableGauge("acemq.consumer.blocked_keys",
 		metric.WithDescription("Keys an ordered consumer blocked, in the partitions this instance holds (sum over instances for the queue's)."),
 		metric.WithUnit("{key}"))
+	in.batchSize, errs[7] = m.Float64Histogram("acemq.consume.batch.size",
+		metric.WithDescription("Messages in each batch handed to a batch handler."),
+		metric.WithUnit("{message}"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err

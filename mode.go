@@ -47,53 +47,6 @@ type plainMode struct{ e *engine }
 func (m plainMode) label() string                       { return "" }
 func (m plainMode) checkDeclared(context.Context) error { return nil }
 
-func (m plainMode) topology() []Topology {
-	e := m.e
-	main := Queue{Name: e.queue, Quorum: e.cfg.quorum}
-	if e.cfg.quorum {
-		main.Args = map[string]any{
-			"x-delivery-limit":          int64(e.policy.MaxAttempts + 20),
-			"x-dead-letter-exchange":    "",
-			"x-dead-letter-routing-key": DeadLetterQueue(e.queue),
-		}
-	}
-	t := []Topology{
-		main,
-		Queue{Name: DeadLetterQueue(e.queue), Quorum: e.cfg.quorum},
-		Queue{Name: ParkingQueue(e.queue), Quorum: e.cfg.quorum},
-	}
-	for _, d := range e.tiers {
-		tier := Queue{Name: RetryQueue(e.queue, d), Quorum: e.cfg.quorum, Args: map[string]any{
-			"x-message-ttl":             d.Milliseconds(),
-			"x-dead-letter-exchange":    "",
-			"x-dead-letter-routing-key": e.queue,
-		}}
-		if e.cfg.quorum {
-			// A message that expires in a tier moves back to the queue
-			// with at-least-once dead-lettering: the tier keeps it until
-			// the queue has taken it, even while a node is down. The
-			// broker requires reject-publish overflow for that.
-			tier.Args["x-dead-letter-strategy"] = "at-least-once"
-			tier.Args["x-overflow"] = "reject-publish"
-		}
-		t = append(t, tier)
-	}
-	for _, b := range e.cfg.bindings {
-		b.Queue = e.queue
-		t = append(t, b)
-	}
-	return t
-}
-
-func (m plainMode) ladder() []string {
-	e := m.e
-	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
-	for _, d := range e.tiers {
-		names = append(names, RetryQueue(e.queue, d))
-	}
-	return names
-}
-
 func (m plainMode) declare(ctx context.Context) error {
 	if err := m.e.conn.t.Declare(ctx, m.topology()...); err != nil {
 		return fmt.Errorf("acemq: declaring the queues of %s %q: %w", m.e.who, m.e.queue, err)
