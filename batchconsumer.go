@@ -144,7 +144,7 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 	}
 	all := make([]ConsumerOption, 0, len(opts)+2)
 	all = append(append(append(all, batching()), opts...), batchChecked())
-	r := &batchRoute[T]{handler: h, name: typeName[T]()}
+	r := &typedRoute[T]{batch: h, name: typeName[T]()}
 	e, err := newEngine(c, queue, "batch consumer", all, r)
 	if err != nil {
 		return nil, err
@@ -181,32 +181,13 @@ func (b *batchContext) Value(key any) any {
 	return b.Context.Value(key)
 }
 
-// batchRoute is a BatchHandler[T] with what it takes to decode for it.
-type batchRoute[T any] struct {
-	handler BatchHandler[T]
-	name    string // T's name, for reasons
-}
-
-// serve handles one delivery as a batch of one, in ctx, the batch's
-// context: the batch mode's way with a batch that has one delivery left
-// after prepare. It is also what makes a batchRoute a route, so the type
-// checks pick it as they pick a Handler's.
-func (r *batchRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
-		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
-	}
-	vs, seconds := r.run(ctx, e, []*Message[T]{m})
-	return vs[0], seconds
-}
-
-func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batchItem) {
+func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batchItem) {
 	msgs := make([]*Message[T], 0, len(items))
 	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
-		m := &Message[T]{Envelope: it.ds.env, Queue: e.queue, Redelivered: it.d.Redelivered}
-		if err := e.conn.cfg.codecs.decode(it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
-			e.settle(it.ds, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1, plainFate{})
+		m, v, ok := decodeMessage[T](e, *it.d, it.ds.env, r.name)
+		if !ok {
+			e.settle(it.ds, *it.d, it.ds, v, -1, plainFate{})
 			continue
 		}
 		msgs = append(msgs, m)
@@ -220,18 +201,18 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 		members[i] = it.ds
 	}
 	bctx := &batchContext{Context: ctx, members: members}
-	vs, seconds := r.run(bctx, e, msgs)
+	vs, seconds := r.runBatch(bctx, e, msgs)
 	for i, it := range kept {
 		e.settle(it.ds, *it.d, it.ds, vs[i], seconds, plainFate{})
 	}
 }
 
-// run hands msgs to the handler and returns a verdict per message and the
+// runBatch hands msgs to the batch handler and returns a verdict per message and the
 // handler's time in seconds.
-func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
+func (r *typedRoute[T]) runBatch(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
 	e.conn.metrics.batchSize.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
 	start := nowNano()
-	acks, p := guard(func() []Ack { return r.handler(ctx, msgs) })
+	acks, p := guard(func() []Ack { return r.batch(ctx, msgs) })
 	seconds := sinceSeconds(start)
 	vs := make([]verdict, len(msgs))
 	var whole error // what makes the whole batch retry

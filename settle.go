@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/acemq/acemq/internal/ordering"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -42,7 +43,7 @@ func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env
 		pause := e.moveBackoff(true)
 		e.conn.cfg.logger.Warn("acemq: moving a delivery failed; it goes back to its queue",
 			"queue", e.queue, "id", env.ID, "outcome", string(v.outcome), "retry_in", pause, "error", err)
-		sleepCtx(ctx, pause)
+		ordering.Sleep(ctx, pause)
 		_ = d.Nack(true)
 		return e.queue, err
 	}
@@ -57,17 +58,25 @@ type route interface {
 	serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64)
 }
 
-// typedRoute is a Handler[T] with what it takes to decode for it.
+// typedRoute is a Handler[T] (or, for a batch consumer, a
+// BatchHandler[T]) with what it takes to decode for it.
 type typedRoute[T any] struct {
 	handler Handler[T]
-	name    string // T's name, for reasons
+	batch   BatchHandler[T] // a batch consumer's; handler is then nil
+	name    string          // T's name, for reasons
 }
 
+// serve decodes d and runs the handler on it; a batch consumer's handler
+// gets it as a batch of one, in ctx, the batch's context (batchMode hands
+// a batch that has one delivery left after prepare here).
 func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	// The body decodes straight into the Message: one allocation, not two.
-	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
-		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
+	m, v, ok := decodeMessage[T](e, d, env, r.name)
+	if !ok {
+		return v, -1
+	}
+	if r.batch != nil {
+		vs, seconds := r.runBatch(ctx, e, []*Message[T]{m})
+		return vs[0], seconds
 	}
 	start := nowNano()
 	ack, p := guard(func() Ack { return r.handler(ctx, m) })
@@ -75,6 +84,18 @@ func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delive
 		e.logPanic(p, "id", env.ID)
 	}
 	return e.judge(env, ack, p), sinceSeconds(start)
+}
+
+// decodeMessage decodes d's body for a handler of T named name: the one
+// decode of every mode, after screen passed the delivery. A body that does
+// not decode gets the verdict that parks it, and ok false.
+func decodeMessage[T any](e *engine, d transport.Delivery, env *Envelope, name string) (m *Message[T], v verdict, ok bool) {
+	// The body decodes straight into the Message: one allocation, not two.
+	m = &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
+	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, name); err != nil {
+		return nil, verdict{outcome: OutcomeParked, reason: err.Error()}, false
+	}
+	return m, verdict{}, true
 }
 
 // handlerPanic is what a handler's panic left: its value and the stack.
@@ -268,16 +289,6 @@ func (e *engine) moveBackoff(failed bool) time.Duration {
 	}
 	n := min(e.moveFailures.Add(1)-1, 16)
 	return min(minMovePause<<n, maxMovePause)
-}
-
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // maxReason bounds a reason. It travels as the x-acemq-error header, and a

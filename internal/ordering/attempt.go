@@ -75,15 +75,16 @@ func (o *Run) retrying(ctx context.Context, it *Attempt, what string, step func(
 		if o.stopped(it.p) || ctx.Err() != nil {
 			return err
 		}
-		sleepCtx(it.p.ctx, pause)
+		Sleep(it.p.ctx, pause)
 		if o.stopped(it.p) || ctx.Err() != nil {
 			return err
 		}
 	}
 }
 
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
+// Sleep waits for d or until ctx ends. It is the one pause of the
+// delivery path: the root's failed moves wait with it too.
+func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -162,7 +163,7 @@ func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 			if !retry {
 				break
 			}
-			sleepCtx(it.p.ctx, wait)
+			Sleep(it.p.ctx, wait)
 			if o.stopped(it.p) {
 				_ = d.Nack(true)
 				_ = it.d.Release()

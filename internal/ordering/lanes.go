@@ -322,7 +322,7 @@ func (o *Run) loadRegistry(p *partition) bool {
 		}
 		o.cfg.logger().Warn("acemq: reading the blocked keys failed; the partition waits",
 			"queue", o.cfg.Queue, "partition", p.i, "retry_in", pause, "error", err)
-		sleepCtx(p.ctx, pause)
+		Sleep(p.ctx, pause)
 	}
 }
 

@@ -191,7 +191,7 @@ func (r *Registry) locked(ctx context.Context, fn func() error) error {
 			r.b.logger().Warn("waiting for the lock of the blocked keys",
 				"queue", r.queue, "lease", blockedLock(r.queue), "for", time.Since(start).Round(time.Millisecond), "error", err)
 		}
-		sleepCtx(ctx, pause/2+rand.N(pause))
+		Sleep(ctx, pause/2+rand.N(pause))
 	}
 }
 
@@ -211,7 +211,7 @@ func (r *Registry) release(ctx context.Context, lease transport.Lease) {
 	err := lease.Release(tctx)
 	cancel()
 	for try := 1; err != nil && try <= 4; try++ {
-		sleepCtx(ctx, time.Duration(try)*100*time.Millisecond)
+		Sleep(ctx, time.Duration(try)*100*time.Millisecond)
 		tctx, cancel := context.WithTimeout(ctx, lockTry)
 		var again transport.Lease
 		if again, err = r.b.Leaser.Lease(tctx, blockedLock(r.queue)); err == nil {
