@@ -23,7 +23,8 @@ const (
 
 // ConsumerHealth is one running Consumer or Router in a HealthReport.
 type ConsumerHealth struct {
-	// Queue is the queue it consumes; Kind is "consumer" or "router".
+	// Queue is the queue it consumes; Kind is what it is: "consumer",
+	// "batch consumer" or "router" (an Ordered one too).
 	Queue, Kind string
 	// State is how it stands, Since since when (zero while consuming).
 	State ConsumerState

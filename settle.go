@@ -117,7 +117,7 @@ func guard[R any](fn func() R) (r R, p *handlerPanic) {
 // logPanic logs a handler's panic, once, with its stack and the message
 // (or messages) it was handling.
 func (e *engine) logPanic(p *handlerPanic, idKey string, id any) {
-	e.conn.cfg.logger.Error("acemq: a handler panicked; the delivery is retried or dead-lettered as the retry policy says",
+	e.conn.cfg.logger.Error("acemq: a handler panicked",
 		"queue", e.queue, idKey, id, "panic", fmt.Sprint(p.value), "stack", string(p.stack))
 }
 
