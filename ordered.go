@@ -293,16 +293,16 @@ func (f orderedFate) begin(env *Envelope) {
 	}
 }
 
-func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v *verdict) (string, error) {
+func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if v.outcome == OutcomeRetried {
 		v.delay = f.a.InPlace(env.Attempt+1, v.reason, v.delay)
-		return "", nil
+		return v, "", nil
 	}
-	if err := f.a.Fail(ctx, env.ID, v.reason, "moving it to "+e.target(*v), func() error {
-		return e.move(ctx, d, env, *v)
+	if err := f.a.Fail(ctx, env.ID, v.reason, "moving it to "+e.target(v), func() error {
+		return e.move(ctx, d, env, v)
 	}); err != nil {
-		return "its queue, unsettled", err
+		return v, "its queue, unsettled", err
 	}
 	e.moveBackoff(false)
-	return "", nil
+	return v, "", nil
 }

@@ -25,11 +25,11 @@ type fate interface {
 	// begin adjusts a delivery's envelope once it is parsed (an ordered
 	// retry in place carries its attempt on).
 	begin(env *Envelope)
-	// carry carries out v, which is not an ack, for d, and may change v
-	// (an ordered retry's delay, cut to what is left). When it cannot, it
-	// has given the delivery back and says where to (for the reason) and
-	// why.
-	carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v *verdict) (back string, err error)
+	// carry carries out v, which is not an ack, for d, and returns it as
+	// carried out (an ordered retry's delay cut to what is left). When it
+	// cannot, it has given the delivery back and says where to (for the
+	// reason) and why.
+	carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (done verdict, back string, err error)
 }
 
 // plainFate moves a delivery to its tier, .dlq or .parked, once; a move
@@ -38,17 +38,17 @@ type plainFate struct{}
 
 func (plainFate) begin(*Envelope) {}
 
-func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v *verdict) (string, error) {
-	if err := e.move(ctx, d, env, *v); err != nil {
+func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
+	if err := e.move(ctx, d, env, v); err != nil {
 		pause := e.moveBackoff(true)
 		e.conn.cfg.logger.Warn("acemq: moving a delivery failed; it goes back to its queue",
 			"queue", e.queue, "id", env.ID, "outcome", string(v.outcome), "retry_in", pause, "error", err)
 		ordering.Sleep(ctx, pause)
 		_ = d.Nack(true)
-		return e.queue, err
+		return v, e.queue, err
 	}
 	e.moveBackoff(false)
-	return "", nil
+	return v, "", nil
 }
 
 // route is the typed part of a delivery: decode the body into its T, run
@@ -249,12 +249,16 @@ func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 			e.conn.cfg.logger.Warn("acemq: acking a delivery failed; the broker will deliver it again",
 				"queue", e.queue, "id", env.ID, "error", err)
 		}
-	} else if back, err := f.carry(ctx, e, d, env, &v); err != nil {
-		s := e.settlement(env, v)
-		s.Outcome = ""
-		s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", e.target(v), back, err.Error())
-		e.runCallbacks(ctx, ds, s, false)
-		return verdict{}
+	} else {
+		done, back, err := f.carry(ctx, e, d, env, v)
+		if err != nil {
+			s := e.settlement(env, done)
+			s.Outcome = ""
+			s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", e.target(v), back, err.Error())
+			e.runCallbacks(ctx, ds, s, false)
+			return verdict{}
+		}
+		v = done
 	}
 	e.conn.metrics.settled(ctx, e.queue, v.outcome, handlerSeconds)
 	e.observe(v.failed, handlerSeconds >= 0)
