@@ -98,7 +98,7 @@ func TestBatchHandlerMistakesLogged(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, msg string
-		h        acemq.BatchHandler[OrderPlaced]
+		h         acemq.BatchHandler[OrderPlaced]
 	}{
 		{name: "panic", msg: "acemq: a handler panicked",
 			h: func(context.Context, []*acemq.Message[OrderPlaced]) []acemq.Ack { panic("the pool is gone") }},
