@@ -15,7 +15,8 @@ type batchOrder struct {
 	OrderID string `json:"orderId"`
 }
 
-// A batchRoute is a route like any other: served one delivery, it hands
+// A batch consumer's route is a route like any other: served one delivery (as
+// the batch mode serves a batch with one delivery left), it hands
 // the handler a batch of one and judges its one Ack, or parks a body that
 // does not decode without running the handler.
 func TestBatchRouteServesABatchOfOne(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/transport"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // BatchHandler handles a batch of decoded deliveries at once and says what
@@ -132,7 +131,8 @@ func batchChecked() ConsumerOption {
 // the handler at once and settles before Run returns; deliveries
 // prefetched beyond it go back to the queue. Pause and the kill switch put
 // the batch being gathered back to the queue, unhandled, and let the
-// batches in the handler settle.
+// batches in the handler settle. So does Conn.Close, which ends the
+// handlers' contexts: after it no batch starts.
 func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...ConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:
@@ -144,19 +144,12 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 	}
 	all := make([]ConsumerOption, 0, len(opts)+2)
 	all = append(append(append(all, batching()), opts...), batchChecked())
-	sizes, err := c.metrics.meter.Float64Histogram("acemq.consume.batch.size",
-		metric.WithDescription("Messages in each batch handed to a batch handler."),
-		metric.WithUnit("{message}"))
-	if err != nil {
-		return nil, fmt.Errorf("acemq: batch consumer of %q: creating its histogram: %w", queue, err)
-	}
-	e, err := newEngine(c, queue, "batch consumer", all)
+	r := &typedRoute[T]{batch: h, name: typeName[T]()}
+	e, err := newEngine(c, queue, "batch consumer", all, r)
 	if err != nil {
 		return nil, err
 	}
-	r := &batchRoute[T]{handler: h, name: typeName[T](), sizes: sizes}
 	takeTypes[T](e, r)
-	e.batch = r
 	return &Consumer[T]{e: e}, nil
 }
 
@@ -166,12 +159,11 @@ type batchServer interface {
 	serveBatch(ctx context.Context, e *engine, items []batchItem)
 }
 
-// batchItem is a delivery that passed prepare: its own context (with its
-// WhenSettled callbacks) and state.
+// batchItem is a delivery that passed prepare: its state, which is also
+// its own context (with its WhenSettled callbacks).
 type batchItem struct {
-	ctx context.Context
-	d   *transport.Delivery // in the batch the gatherer made
-	ds  *delivery
+	d  *transport.Delivery // in the batch the gatherer made
+	ds *delivery
 }
 
 // batchContext is a BatchHandler's context: its parent plus the batch's
@@ -189,32 +181,13 @@ func (b *batchContext) Value(key any) any {
 	return b.Context.Value(key)
 }
 
-// batchRoute is a BatchHandler[T] with what it takes to decode for it.
-type batchRoute[T any] struct {
-	handler BatchHandler[T]
-	name    string // T's name, for reasons
-	sizes   metric.Float64Histogram
-}
-
-// serve handles one delivery as a batch of one. The engine's batch path
-// calls serveBatch instead; serve is what makes a batchRoute a route, so
-// the type checks pick it as they pick a Handler's.
-func (r *batchRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
-		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
-	}
-	vs, seconds := r.run(ctx, e, []*Message[T]{m})
-	return vs[0], seconds
-}
-
-func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batchItem) {
+func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batchItem) {
 	msgs := make([]*Message[T], 0, len(items))
 	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
-		m := &Message[T]{Envelope: it.ds.env, Queue: e.queue, Redelivered: it.d.Redelivered}
-		if err := e.conn.cfg.codecs.decode(it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
-			e.settle(it.ctx, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
+		m, v, ok := decodeMessage[T](e, *it.d, it.ds.env, r.name)
+		if !ok {
+			e.settle(it.ds, *it.d, it.ds, v, -1, plainFate{})
 			continue
 		}
 		msgs = append(msgs, m)
@@ -228,26 +201,29 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 		members[i] = it.ds
 	}
 	bctx := &batchContext{Context: ctx, members: members}
-	vs, seconds := r.run(bctx, e, msgs)
+	vs, seconds := r.runBatch(bctx, e, msgs)
 	for i, it := range kept {
-		e.settle(it.ctx, *it.d, it.ds, vs[i], seconds)
+		e.settle(it.ds, *it.d, it.ds, vs[i], seconds, plainFate{})
 	}
 }
 
-// run hands msgs to the handler and returns a verdict per message and the
+// runBatch hands msgs to the batch handler and returns a verdict per message and the
 // handler's time in seconds.
-func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
-	r.sizes.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
+func (r *typedRoute[T]) runBatch(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
+	e.conn.metrics.batchSize.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
 	start := nowNano()
-	acks, panicked := r.call(ctx, msgs)
+	acks, p := guard(func() []Ack { return r.batch(ctx, msgs) })
 	seconds := sinceSeconds(start)
 	vs := make([]verdict, len(msgs))
 	var whole error // what makes the whole batch retry
 	switch {
-	case panicked != nil:
-		whole = fmt.Errorf("the batch handler panicked: %v", panicked)
+	case p != nil:
+		e.logPanic(p, "ids", batchIDs(msgs))
+		whole = fmt.Errorf("the batch handler panicked: %v", p.value)
 	case acks != nil && len(acks) != len(msgs):
 		whole = fmt.Errorf("the batch handler returned %d Acks for a batch of %d (want one per message, or nil for all Done)", len(acks), len(msgs))
+		e.conn.cfg.logger.Error("acemq: a batch handler returned the wrong number of Acks; the whole batch is retried",
+			"queue", e.queue, "acks", len(acks), "messages", len(msgs), "ids", batchIDs(msgs))
 	}
 	for i, m := range msgs {
 		switch {
@@ -263,133 +239,65 @@ func (r *batchRoute[T]) run(ctx context.Context, e *engine, msgs []*Message[T]) 
 	return vs, seconds
 }
 
-// call runs the handler, turning a panic into its value.
-func (r *batchRoute[T]) call(ctx context.Context, msgs []*Message[T]) (acks []Ack, panicked any) {
-	defer func() {
-		if p := recover(); p != nil {
-			panicked = p
-		}
-	}()
-	return r.handler(ctx, msgs), nil
+// batchIDs are the message IDs of a batch, for the log.
+func batchIDs[T any](msgs []*Message[T]) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.Envelope.ID
+	}
+	return ids
 }
 
 // processBatch takes a batch of deliveries from parse to settlement: each
 // through prepare, alone, then those that passed to the handler together.
-func (e *engine) processBatch(ctx context.Context, ds []transport.Delivery) {
+func (m *batchMode) processBatch(ctx context.Context, ds []transport.Delivery) {
 	items := make([]batchItem, 0, len(ds))
+	var last route
 	for i := range ds {
-		dctx, st, r := e.prepare(ctx, ds[i])
+		st, r, _ := m.e.prepare(ctx, ds[i], plainFate{})
 		if r == nil {
 			continue // settled alone
 		}
-		items = append(items, batchItem{ctx: dctx, d: &ds[i], ds: st})
+		last = r
+		items = append(items, batchItem{d: &ds[i], ds: st})
 	}
-	if len(items) > 0 {
-		e.batch.serveBatch(ctx, e, items)
+	switch len(items) {
+	case 0:
+	case 1:
+		it := items[0]
+		bctx := &batchContext{Context: ctx, members: []*delivery{it.ds}}
+		v, seconds := last.serve(bctx, m.e, *it.d, it.ds.env)
+		m.e.settle(it.ds, *it.d, it.ds, v, seconds, plainFate{})
+	default:
+		m.server.serveBatch(ctx, m.e, items)
 	}
 }
 
-// startBatches starts, in wg, a batch consumer's side of a subscription:
-// the gatherer, which takes jobs until subscribe closes it and makes
-// batches of them, and the workers that handle the batches.
-func (e *engine) startBatches(wg *sync.WaitGroup, jobs <-chan job, workers int, consumeCtx, stopCtx, takeCtx, handlerCtx context.Context) {
-	batches := make(chan []transport.Delivery)
-	for range workers {
-		wg.Go(func() {
-			for b := range batches {
-				e.processBatch(handlerCtx, b)
-			}
-		})
-	}
-	wg.Go(func() {
-		defer close(batches)
-		e.gather(jobs, batches, consumeCtx, stopCtx, takeCtx)
-	})
+// batchMode is a batch consumer's: a plain consumer's queues, and a
+// gatherer that makes batches of the deliveries for Concurrency batch
+// workers.
+type batchMode struct {
+	plainMode
+	server batchServer
 }
 
-// gather makes batches of the jobs and hands each to a free worker: when
-// it is full, when BatchWait has passed since its first delivery, or at
-// once when the taking has ended (Run stopping, a probe's few taken), with
-// the deliveries already handed over to it. It keeps gathering while every
-// worker is busy, up to BatchSize.
-//
-// When Run stops, the batch being gathered is the last: it is handed over
-// with what the transport had already handed out, up to BatchSize, and
-// every delivery after it goes back to the queue. When the subscription is
-// stopped without Run stopping (Pause, the kill switch), the batch being
-// gathered goes back to the queue, unhandled, and so does every delivery
-// that arrives after the stop.
-func (e *engine) gather(jobs <-chan job, batches chan<- []transport.Delivery, consumeCtx, stopCtx, takeCtx context.Context) {
-	size, wait := e.cfg.batch.size, e.cfg.batch.wait
-	var (
-		cur      []transport.Delivery
-		due      bool // BatchWait has passed since cur's first delivery
-		ending   bool // the taking has ended: hand cur over at once
-		lastSent bool // Run is stopping and its last batch was handed over
-		stopped  = stopCtx.Done()
-		taking   = takeCtx.Done()
-		timer    = time.NewTimer(wait)
-	)
-	timer.Stop()
-	defer timer.Stop()
-	putBack := func() {
-		for _, d := range cur {
-			_ = d.Nack(true) // gathered, not started: back to the queue
-		}
-		cur = nil
-	}
-	// runStopping: Run's ctx (or the Conn's Shutdown) ended the
-	// subscription, rather than Pause or the kill switch.
-	runStopping := func() bool { return stopCtx.Err() != nil && consumeCtx.Err() != nil }
-	for {
-		// Read before the select: a batch counts as the last only if Run
-		// was stopping when it was offered, not when a worker took it.
-		last := runStopping()
-		in := jobs
-		if len(cur) >= size {
-			in = nil
-		}
-		var out chan<- []transport.Delivery
-		if len(cur) > 0 && (len(cur) >= size || due || ending && len(jobs) == 0) {
-			out = batches
-		}
-		select {
-		case j, ok := <-in:
-			if !ok { // the subscription has ended
-				if len(cur) > 0 {
-					if stopCtx.Err() != nil && !runStopping() {
-						putBack()
-					} else {
-						batches <- cur
-					}
+// subscribe runs one subscription: the gatherer takes the deliveries until
+// the subscription ends and makes batches of them (see batchGatherer), and
+// the workers handle the batches.
+func (m *batchMode) subscribe(s subscription) (bool, error) {
+	return m.e.consumeJobs(s, func(wg *sync.WaitGroup, jobs <-chan job, workers int) {
+		batches := make(chan []transport.Delivery)
+		for range workers {
+			wg.Go(func() {
+				for b := range batches {
+					m.processBatch(s.handlerCtx, b)
 				}
-				return
-			}
-			if !j.take || stopCtx.Err() != nil && (!runStopping() || lastSent) {
-				_ = j.d.Nack(true) // after a stop, or past a probe's few: back to the queue
-				continue
-			}
-			if cur == nil {
-				cur = make([]transport.Delivery, 0, min(size, 128))
-			}
-			cur = append(cur, j.d)
-			if len(cur) == 1 {
-				due = false
-				timer.Reset(wait)
-			}
-		case out <- cur:
-			cur = nil
-			timer.Stop()
-			lastSent = last
-		case <-timer.C:
-			due = true
-		case <-taking:
-			taking, ending = nil, true
-		case <-stopped:
-			stopped, ending = nil, true
-			if !runStopping() {
-				putBack() // Pause or the kill switch
-			}
+			})
 		}
-	}
+		g := newBatchGatherer(m.e.cfg.batch.size, m.e.cfg.batch.wait)
+		wg.Go(func() {
+			defer close(batches)
+			g.run(jobs, batches, s)
+		})
+	})
 }

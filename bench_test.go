@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,5 +194,49 @@ func BenchmarkBatchConsume(b *testing.B) {
 				b.Fatal(err)
 			}
 		})
+	}
+}
+
+// BenchmarkOrderedConsume is BenchmarkConsume through an ordered consumer:
+// 16 partitions, Concurrency 8, 1,000 keys, the messages published to its
+// exchange beforehand. The spreader's first tick (the instance taking its
+// slot) is inside the timing; a large b.N spreads it thin.
+func BenchmarkOrderedConsume(b *testing.B) {
+	c, q := benchConn(b, 0)
+	ctx := context.Background()
+	done := make(chan struct{})
+	var handled atomic.Int64
+	n := int64(b.N)
+	cons, err := acemq.NewConsumer(c, q+".ordered", func(_ context.Context, m *acemq.Message[benchPayload]) acemq.Ack {
+		if handled.Add(1) == n {
+			close(done)
+		}
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 16}), acemq.Concurrency(8), acemq.Prefetch(500))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pub := acemq.NewPublisher[benchPayload](c, q+".ordered", "",
+		acemq.KeyBy(func(p benchPayload) string { return p.OrderID }))
+	batch := make([]benchPayload, b.N)
+	for i := range batch {
+		batch[i] = newBenchPayload()
+		batch[i].OrderID = fmt.Sprintf("A-%07d", i%1000)
+	}
+	for _, r := range pub.SendAll(ctx, batch) {
+		if r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	go func() { runErr <- cons.Run(runCtx) }()
+	<-done
+	b.StopTimer()
+	stop()
+	if err := <-runErr; err != nil {
+		b.Fatal(err)
 	}
 }

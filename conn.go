@@ -18,12 +18,14 @@ import (
 // process and share it.
 type Conn struct {
 	t         transport.Transport
+	caps      capabilities
 	cfg       connConfig
 	metrics   *instruments
 	publishes tracker // Sends and PublishRaws in flight
 
 	// registryOps serialises, per ordered queue, what this Conn's
-	// blocked-key registries do (queue -> *sync.Mutex; blocked.go).
+	// blocked-key registries do (queue -> *sync.Mutex; see
+	// ordering.NewRegistry).
 	registryOps sync.Map
 
 	// stopping ends when Shutdown or Close begins: consumers stop taking
@@ -44,13 +46,30 @@ type Conn struct {
 	lastHint atomic.Pointer[unroutableMemo] // unroutableHint's last answer
 }
 
+// capabilities are the optional interfaces of a Conn's transport, resolved
+// once when the Conn is made: nil where the transport has none. Whoever
+// needs one checks for nil and says what is missing.
+type capabilities struct {
+	leaser   transport.Leaser           // Ordered, BlockedKeys, ReleaseKey
+	handOver transport.HandOverConsumer // Ordered
+	batch    transport.BatchPublisher   // SendAll, pipelined
+}
+
+func capabilitiesOf(t transport.Transport) capabilities {
+	var c capabilities
+	c.leaser, _ = t.(transport.Leaser)
+	c.handOver, _ = t.(transport.HandOverConsumer)
+	c.batch, _ = t.(transport.BatchPublisher)
+	return c
+}
+
 func newConn(cfg connConfig) (*Conn, error) {
 	m, err := newInstruments(cfg.meterProvider)
 	if err != nil {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
-	c := &Conn{t: cfg.transport, cfg: cfg, metrics: m, running: make(map[*engine]struct{})}
+	c := &Conn{t: cfg.transport, caps: capabilitiesOf(cfg.transport), cfg: cfg, metrics: m, running: make(map[*engine]struct{})}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
 	if err := m.observePaused(c.pausedByQueue); err != nil {

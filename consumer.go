@@ -48,7 +48,7 @@ func NewConsumer[T any](c *Conn, queue string, h Handler[T], opts ...ConsumerOpt
 	case h == nil:
 		return nil, fmt.Errorf("acemq: NewConsumer of %q was given a nil handler", queue)
 	}
-	e, err := newEngine(c, queue, "consumer", opts)
+	e, err := newEngine(c, queue, "consumer", opts, nil)
 	if err != nil {
 		return nil, err
 	}

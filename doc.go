@@ -40,9 +40,22 @@
 // type ([NewRouter], [Route]), with everything else a Consumer's.
 // [NewConsumer] declares the queue and its ladder before it returns, so a
 // publish right after it is routable; [DeclareContext] bounds that I/O by
-// the caller's ctx. [NewBatchConsumer] hands a [BatchHandler] up to
-// [BatchSize] messages at once (a database written in one statement), while
-// each message still passes the interceptors and settles on its own.
+// the caller's ctx. A handler that panics rejects its message (reason "the
+// handler panicked: …"), and the panic's stack is logged once, at Error,
+// with the message ID.
+//
+// # Batches
+//
+// [NewBatchConsumer] hands a [BatchHandler] up to [BatchSize] messages at
+// once (a database written in one statement), gathered for at most
+// [BatchWait] after the first. Each message still passes the interceptors,
+// the checks and the decode on its own, and settles on its own by the [Ack]
+// at its index, so one poison message ends in {queue}.dlq alone while the
+// rest are acked. A handler that returns another number of Acks than
+// messages, or panics, retries the whole batch, and says so at Error in the
+// log. When Run stops, the batch being gathered goes to the handler and
+// settles before Run returns; Pause, the kill switch and [Conn.Close] put
+// it back on the queue instead.
 //
 // # The retry ladder
 //
@@ -64,8 +77,31 @@
 // when, over a sliding window, too many deliveries fail (are retried, run
 // out of attempts, or panic): the messages wait in their queue instead of
 // climbing the ladder into {queue}.dlq while a dependency is down. After a
-// cool-down a probe of a few deliveries decides whether it resumes. [Conn.Health]
-// names each paused consumer and why.
+// cool-down a probe of a few deliveries decides whether it resumes.
+//
+// # Ordered keys
+//
+// [Ordered] makes a consumer (or a router) handle the messages of one key,
+// set with the [Key] send option or a publisher's [KeyBy], one at a time and
+// in the order they were sent, while other keys run concurrently. The
+// consumer declares an x-consistent-hash exchange named after the queue
+// (RabbitMQ's rabbitmq_consistent_hash_exchange plugin) that hashes the key
+// into [OrderPolicy].Partitions single-active-consumer queues, and the
+// instances consuming the queue spread those partitions among themselves
+// through the broker ([Consumer.Partitions] says which this one holds).
+// Retries happen in place, the key waiting. With BlockOnFailure a message
+// that fails for good blocks its key: its later messages are held on the
+// broker until [ReleaseKey]; [BlockedKeys] lists the blocked ones.
+// docs/ordering.md tells the whole story.
+//
+// # Health
+//
+// [Conn.Health] is nil while the connection is up and no consumer is
+// paused; otherwise its error wraps [ErrUnavailable] (the transport's
+// trouble), [ErrPaused] (Pause) or [ErrTripped] (the kill switch) and
+// names the queue. [Conn.HealthReport] breaks it down: the connection, and
+// one [ConsumerHealth] per running Consumer, batch consumer or Router, with
+// its state and since when, for readiness probes.
 //
 // # Interceptors and middleware
 //
@@ -85,8 +121,8 @@
 // Headers). On the wire (format v2) its fields travel in the AMQP
 // properties wherever AMQP has one (message-id, type, correlation-id,
 // timestamp, app-id, reply-to), so any AMQP client reads them; only
-// Version, CausationID, Attempt and Error travel as reserved x-acemq-
-// headers, and only when they differ from the default. Messages written by
+// Version, CausationID, Attempt, Error and Key travel as reserved x-acemq-
+// headers, and only when they differ from the default (Key: when set). Messages written by
 // earlier builds, with every field in a header, are read too. A message
 // from another producer gets its envelope from its AMQP properties; one
 // whose reserved headers are damaged is parked with the reason.
@@ -109,6 +145,8 @@
 // The engine records, through the OpenTelemetry metric API,
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
 // acemq.consume.duration, acemq.messages.dead.lettered.total,
-// acemq.consumer.paused and acemq.consume.batch.size, from the MeterProvider [WithMeterProvider] gives.
+// acemq.consumer.paused, acemq.consumer.blocked_keys (ordered consumers)
+// and acemq.consume.batch.size, from the MeterProvider
+// [WithMeterProvider] gives.
 // Tracing is a wrapper in package acemq/otel.
 package acemq

@@ -1,12 +1,10 @@
 package acemq
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +29,7 @@ type engine struct {
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
 
-	ordered atomic.Pointer[orderedRun] // the running subscription of an Ordered engine
+	mode deliveryMode // plain, batch or ordered: topology, ladder, subscription
 
 	// The routing table, fixed while Run runs: routes by type name, the
 	// route for a message without a type (or for any type, with takesAll),
@@ -40,49 +38,14 @@ type engine struct {
 	fallback route
 	takesAll bool
 	takes    string // the consumer's type names, quoted: "OrderPlaced"
-
-	batch batchServer // a batch consumer's handler; nil for the others
 }
 
-// route is the typed part of a delivery: decode the body into its T, run
-// its handler and judge what it asked for. It returns the verdict and the
-// handler's time in seconds (negative when the handler did not run).
-type route interface {
-	serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64)
-}
-
-// typedRoute is a Handler[T] with what it takes to decode for it.
-type typedRoute[T any] struct {
-	handler Handler[T]
-	name    string // T's name, for reasons
-}
-
-func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	// The body decodes straight into the Message: one allocation, not two.
-	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
-		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
-	}
-	start := nowNano()
-	ack, panicked := r.call(ctx, m)
-	return e.judge(env, ack, panicked), sinceSeconds(start)
-}
-
-// call runs the handler, turning a panic into its value.
-func (r *typedRoute[T]) call(ctx context.Context, m *Message[T]) (ack Ack, panicked any) {
-	defer func() {
-		if p := recover(); p != nil {
-			panicked = p
-		}
-	}()
-	return r.handler(ctx, m), nil
-}
-
-// newEngine applies opts and, unless NoDeclare, declares the queue's
-// topology, with DeclareContext's ctx or within declareTimeout. A
-// configuration or declaration error is returned (with the engine, which
-// NewRouter keeps so that Run reports the error).
-func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, error) {
+// newEngine applies opts, picks the engine's mode (batch when batch is not
+// nil, ordered with Ordered, plain otherwise) and, unless NoDeclare,
+// declares the queue's topology, with DeclareContext's ctx or within
+// declareTimeout. A configuration or declaration error is returned (with
+// the engine, which NewRouter keeps so that Run reports the error).
+func newEngine(c *Conn, queue, who string, opts []ConsumerOption, batch batchServer) (*engine, error) {
 	if c == nil {
 		return nil, fmt.Errorf("acemq: the %s was given a nil Conn", who)
 	}
@@ -113,10 +76,17 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if cfg.order != nil {
-		if err := e.checkOrdered(); err != nil {
+	switch {
+	case batch != nil:
+		e.mode = &batchMode{plainMode: plainMode{e}, server: batch}
+	case cfg.order != nil:
+		m, err := newOrderedMode(e)
+		if err != nil {
 			return nil, err
 		}
+		e.mode = m
+	default:
+		e.mode = plainMode{e}
 	}
 	if !cfg.noDeclare {
 		ctx := cfg.declareCtx
@@ -133,83 +103,23 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption) (*engine, erro
 }
 
 // declare declares the queue's topology within ctx.
-func (e *engine) declare(ctx context.Context) error {
-	if e.cfg.order != nil {
-		return e.declareOrdered(ctx)
-	}
-	if err := e.conn.t.Declare(ctx, e.topology()...); err != nil {
-		return fmt.Errorf("acemq: declaring the queues of %s %q: %w", e.who, e.queue, err)
-	}
-	return nil
-}
+func (e *engine) declare(ctx context.Context) error { return e.mode.declare(ctx) }
 
 // declareTimeout bounds the declarations of NewConsumer and NewRouter
 // when DeclareContext gave no ctx.
 const declareTimeout = 30 * time.Second
 
 // topology is what the constructor declares.
-func (e *engine) topology() []Topology {
-	if e.cfg.order != nil {
-		return e.orderedTopology()
-	}
-	main := Queue{Name: e.queue, Quorum: e.cfg.quorum}
-	if e.cfg.quorum {
-		main.Args = map[string]any{
-			"x-delivery-limit":          int64(e.policy.MaxAttempts + 20),
-			"x-dead-letter-exchange":    "",
-			"x-dead-letter-routing-key": DeadLetterQueue(e.queue),
-		}
-	}
-	t := []Topology{
-		main,
-		Queue{Name: DeadLetterQueue(e.queue), Quorum: e.cfg.quorum},
-		Queue{Name: ParkingQueue(e.queue), Quorum: e.cfg.quorum},
-	}
-	for _, d := range e.tiers {
-		tier := Queue{Name: RetryQueue(e.queue, d), Quorum: e.cfg.quorum, Args: map[string]any{
-			"x-message-ttl":             d.Milliseconds(),
-			"x-dead-letter-exchange":    "",
-			"x-dead-letter-routing-key": e.queue,
-		}}
-		if e.cfg.quorum {
-			// A message that expires in a tier moves back to the queue
-			// with at-least-once dead-lettering: the tier keeps it until
-			// the queue has taken it, even while a node is down. The
-			// broker requires reject-publish overflow for that.
-			tier.Args["x-dead-letter-strategy"] = "at-least-once"
-			tier.Args["x-overflow"] = "reject-publish"
-		}
-		t = append(t, tier)
-	}
-	for _, b := range e.cfg.bindings {
-		b.Queue = e.queue
-		t = append(t, b)
-	}
-	return t
-}
-
-// ladder is every queue a delivery of this engine can be moved to, and the
-// queue itself first (for Ordered, orderedLadder).
-func (e *engine) ladder() []string {
-	if e.cfg.order != nil {
-		return e.orderedLadder()
-	}
-	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
-	for _, d := range e.tiers {
-		names = append(names, RetryQueue(e.queue, d))
-	}
-	return names
-}
+func (e *engine) topology() []Topology { return e.mode.topology() }
 
 // checkLadder looks, passively, for the queue and its ladder queues, and
 // fails naming the ones that do not exist. It is what NoDeclare does at Run
 // instead of declaring: without it a move to a missing queue would fail
-// and come back for as long as the consumer runs. With Ordered the ladder
-// is the partitions, .dlq, .parked and {queue}.blocked, and another
-// partition count on the broker fails too.
+// and come back for as long as the consumer runs. The mode checks what
+// else it needs (Ordered: the partition count).
 func (e *engine) checkLadder(ctx context.Context) error {
 	var missing []string
-	for _, name := range e.ladder() {
+	for _, name := range e.mode.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)
 		switch {
 		case errors.Is(err, transport.ErrNotFound):
@@ -219,17 +129,10 @@ func (e *engine) checkLadder(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		ordered := ""
-		if e.cfg.order != nil {
-			ordered = "ordered "
-		}
 		return fmt.Errorf("acemq: %s%s of %q was given NoDeclare, but these queues do not exist: %s (declare them, or drop NoDeclare)",
-			ordered, e.who, e.queue, strings.Join(missing, ", "))
+			e.mode.label(), e.who, e.queue, strings.Join(missing, ", "))
 	}
-	if e.cfg.order != nil {
-		return e.checkPartitionCount(ctx) // and no partition beyond the count
-	}
-	return nil
+	return e.mode.checkDeclared(ctx)
 }
 
 // run consumes until ctx ends; see Consumer.Run. setup, when given, runs
@@ -315,43 +218,10 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 		return true, nil
 	}
 	defer e.ended(gen)
-	if e.cfg.order != nil {
-		return e.subscribeOrdered(takeCtx, handlerCtx, m, stopTaking)
-	}
-
-	prefetch, workers := e.cfg.prefetch, e.cfg.concurrency
-	if m == modeProbe {
-		prefetch, workers = min(prefetch, probeDeliveries), min(workers, probeDeliveries)
-	}
-	jobs := make(chan job, prefetch)
-	var wg sync.WaitGroup
-	if e.batch != nil {
-		// A batch consumer's workers take batches, gathered from jobs.
-		e.startBatches(&wg, jobs, workers, consumeCtx, stopCtx, takeCtx, handlerCtx)
-		workers = 0
-	}
-	for range workers {
-		wg.Go(func() {
-			for j := range jobs {
-				if !j.take || stopCtx.Err() != nil {
-					_ = j.d.Nack(true) // prefetched, not started: back to the queue
-					continue
-				}
-				e.process(handlerCtx, j.d)
-			}
-		})
-	}
-	taken := 0
-	err = e.conn.t.Consume(takeCtx, e.queue, prefetch, func(d transport.Delivery) {
-		taken++
-		if m == modeProbe && taken >= probeDeliveries {
-			stopTaking() // a probe is this many deliveries
-		}
-		jobs <- job{d: d, take: m == modeFull || taken <= probeDeliveries}
+	return e.mode.subscribe(subscription{
+		consumeCtx: consumeCtx, stopCtx: stopCtx, takeCtx: takeCtx, handlerCtx: handlerCtx,
+		stopTaking: stopTaking, probe: m == modeProbe,
 	})
-	close(jobs)
-	wg.Wait()
-	return err == nil && takeCtx.Err() != nil, err
 }
 
 // job is a delivery for a worker, and whether to handle it (or put it
@@ -374,61 +244,4 @@ func (e *engine) pick(typ string) (route, string) {
 		return nil, fmt.Sprintf("no handler for type %q on queue %q", typ, e.queue)
 	}
 	return nil, fmt.Sprintf("the message is of type %q; this consumer takes %s", typ, e.takes)
-}
-
-// process takes one delivery from parse to settlement.
-func (e *engine) process(ctx context.Context, d transport.Delivery) {
-	ctx, ds, r := e.prepare(ctx, d)
-	if r == nil {
-		return
-	}
-	v, seconds := r.serve(ctx, e, d, ds.env)
-	e.settle(ctx, d, ds, v, seconds)
-}
-
-// prepare takes a delivery through all that comes before its handler: the
-// envelope, the consume interceptors, the checks and the choice of route.
-// A delivery that goes no further is settled here, and the route is nil.
-func (e *engine) prepare(ctx context.Context, d transport.Delivery) (context.Context, *delivery, route) {
-	env, perr := parseEnvelope(&d.Message)
-	ds := &delivery{Context: ctx, env: env}
-	r, v := e.screen(ds, d, perr)
-	if r == nil {
-		e.settle(ds, d, ds, v, -1)
-	}
-	return ds, ds, r
-}
-
-// screen runs the consume interceptors and the checks on a delivery whose
-// envelope ds holds (perr is what parsing it said) and picks its route.
-// The route is nil when the delivery goes no further; the verdict then
-// says where it goes. An interceptor's envelope replaces ds.env.
-func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, verdict) {
-	env := ds.env
-	if chain := e.conn.cfg.consumeChain; len(chain) > 0 {
-		// The context is the interceptors' to keep (a WhenSettled closure
-		// may hold it): it is never reused.
-		cc := &ConsumeContext{Queue: e.queue, Envelope: env, Body: bytes.Clone(d.Body), ContentType: d.ContentType}
-		reason := runConsumeChain(ds, chain, cc)
-		if cc.Envelope != nil {
-			env, ds.env = cc.Envelope, cc.Envelope
-		}
-		if env.Headers == nil {
-			env.Headers = make(map[string]any)
-		}
-		if reason != "" {
-			return nil, verdict{outcome: OutcomeDeadLettered, reason: reason}
-		}
-	}
-	if perr != nil {
-		return nil, verdict{outcome: OutcomeParked, reason: "the envelope is unreadable: " + perr.Error(), original: true}
-	}
-	if len(d.Body) > e.cfg.maxBody {
-		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}
-	}
-	r, reason := e.pick(env.Type)
-	if r == nil {
-		return nil, verdict{outcome: OutcomeParked, reason: reason}
-	}
-	return r, verdict{}
 }

@@ -46,9 +46,10 @@ type Envelope struct {
 const ReservedPrefix = "x-acemq-"
 
 // The reserved headers. Wire format v2 writes only version, causation-id,
-// attempt and error, each only when it differs from the default; the others
-// are v1's, read (and winning over the property) so that queues written by
-// earlier builds drain, and never written.
+// attempt, error and key (the ordering key, which the consistent-hash
+// exchange of an ordered queue hashes), each only when it differs from the
+// default; the others are v1's, read (and winning over the property) so
+// that queues written by earlier builds drain, and never written.
 const (
 	hdrVersion     = "x-acemq-version"
 	hdrCausationID = "x-acemq-causation-id"

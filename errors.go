@@ -42,3 +42,19 @@ func (e fatalError) Unwrap() []error { return []error{e.err, ErrFatal} }
 // AckOf, or asking Retry with it, has the delivery dead-lettered at once.
 // errors.Is(Fatal(err), ErrFatal) holds, and so does errors.Is(.., err).
 func Fatal(err error) error { return fatalError{err: err} }
+
+// The errors Health wraps, so that a probe tells a deliberate pause from an
+// outage with errors.Is rather than by reading text.
+var (
+	// ErrPaused reports a running Consumer or Router that Pause paused.
+	ErrPaused = errors.New("acemq: paused")
+	// ErrTripped reports a running Consumer or Router its kill switch
+	// paused: its handler failed too often (KillSwitch), typically because
+	// something it depends on is down.
+	ErrTripped = errors.New("acemq: paused by the kill switch")
+	// ErrUnavailable reports that the Conn's transport is not healthy: the
+	// connection to the broker is down or blocked by it, or a consumer on it
+	// is not consuming. The transport's error, wrapped, says which and
+	// since when.
+	ErrUnavailable = errors.New("acemq: the broker is unavailable")
+)

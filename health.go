@@ -7,22 +7,6 @@ import (
 	"time"
 )
 
-// The errors Health wraps, so that a probe tells a deliberate pause from an
-// outage with errors.Is rather than by reading text.
-var (
-	// ErrPaused reports a running Consumer or Router that Pause paused.
-	ErrPaused = errors.New("acemq: paused")
-	// ErrTripped reports a running Consumer or Router its kill switch
-	// paused: its handler failed too often (KillSwitch), typically because
-	// something it depends on is down.
-	ErrTripped = errors.New("acemq: paused by the kill switch")
-	// ErrUnavailable reports that the Conn's transport is not healthy: the
-	// connection to the broker is down or blocked by it, or a consumer on it
-	// is not consuming. The transport's error, wrapped, says which and
-	// since when.
-	ErrUnavailable = errors.New("acemq: the broker is unavailable")
-)
-
 // ConsumerState is how a running Consumer or Router stands.
 type ConsumerState string
 
@@ -39,7 +23,8 @@ const (
 
 // ConsumerHealth is one running Consumer or Router in a HealthReport.
 type ConsumerHealth struct {
-	// Queue is the queue it consumes; Kind is "consumer" or "router".
+	// Queue is the queue it consumes; Kind is what it is: "consumer",
+	// "batch consumer" or "router" (an Ordered one too).
 	Queue, Kind string
 	// State is how it stands, Since since when (zero while consuming).
 	State ConsumerState

@@ -37,6 +37,7 @@ type instruments struct {
 	deadLettered    metric.Int64Counter
 	paused          metric.Int64ObservableGauge
 	blockedKeys     metric.Int64ObservableGauge
+	batchSize       metric.Float64Histogram
 
 	meter        metric.Meter
 	registration metric.Registration // paused's callback, until the Conn closes
@@ -57,7 +58,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [7]error
+		errs [8]error
 	)
 	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
@@ -81,6 +82,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.blockedKeys, errs[6] = m.Int64ObservableGauge("acemq.consumer.blocked_keys",
 		metric.WithDescription("Keys an ordered consumer blocked, in the partitions this instance holds (sum over instances for the queue's)."),
 		metric.WithUnit("{key}"))
+	in.batchSize, errs[7] = m.Float64Histogram("acemq.consume.batch.size",
+		metric.WithDescription("Messages in each batch handed to a batch handler."),
+		metric.WithUnit("{message}"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -176,3 +180,13 @@ var epoch = time.Now()
 func nowNano() int64 { return int64(time.Since(epoch)) }
 
 func sinceSeconds(start int64) float64 { return float64(nowNano()-start) / 1e9 }
+
+// observeBlocked reports acemq.consumer.blocked_keys for queue, counted by
+// count, until the registration is unregistered.
+func (in *instruments) observeBlocked(queue string, count func() int) (metric.Registration, error) {
+	set := metric.WithAttributeSet(attribute.NewSet(attrSystem.String("rabbitmq"), attrDestination.String(queue)))
+	return in.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		ob.ObserveInt64(in.blockedKeys, int64(count()), set)
+		return nil
+	}, in.blockedKeys)
+}

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/acemq/acemq/internal/ordering"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -23,17 +24,10 @@ type OrderPolicy struct {
 	BlockOnFailure bool
 }
 
-// The defaults and bounds of OrderPolicy, the longest total retry delay an
-// ordered consumer may wait in place, and the reserved headers of ordering.
+// The defaults and bounds of OrderPolicy.
 const (
 	defaultPartitions = 16
 	maxPartitions     = 1024
-	// maxInPlaceDelay is RabbitMQ's delivery timeout (consumer_timeout)
-	// as older 3.x releases set it: a delivery unacked for longer closes
-	// its channel, so retries in place must stay under it.
-	maxInPlaceDelay = 15 * time.Minute
-
-	hdrControl = "x-acemq-control"
 )
 
 // Ordered makes the consumer (or router) handle the messages of one key
@@ -63,31 +57,35 @@ func Ordered(p OrderPolicy) ConsumerOption {
 
 // PartitionQueue is the name of partition i of an ordered consumer's
 // queue: "orders.p0".
-func PartitionQueue(queue string, i int) string { return fmt.Sprintf("%s.p%d", queue, i) }
+func PartitionQueue(queue string, i int) string { return ordering.PartitionQueue(queue, i) }
 
-// The other queues of an ordered consumer: the member queue every instance
-// consumes, the blocked-key registry and its lock, and the held messages of
-// a blocked key.
-func membersQueue(queue string) string   { return queue + ".members" }
-func blockedQueue(queue string) string   { return queue + ".blocked" }
-func blockedLock(queue string) string    { return queue + ".blocked.lock" }
-func heldQueue(queue, key string) string { return queue + ".held." + keyHash(key) }
+// orderedMode is an Ordered engine's: the consistent-hash exchange, its
+// partitions and the blocked-key registry, consumed by internal/ordering,
+// which settles every attempt through Handle, the settle core with
+// orderedFate. It is the ordering.Host of the runs it starts.
+type orderedMode struct {
+	e   *engine
+	b   ordering.Broker
+	run atomic.Pointer[ordering.Run] // the running subscription, for Partitions
+}
 
-// checkOrdered checks what an ordered engine needs beyond the options: a
+// newOrderedMode checks what an ordered engine needs beyond the options: a
 // transport with leases and hand-over consumers, and a retry policy whose
 // waits fit in the broker's delivery timeout.
-func (e *engine) checkOrdered() error {
-	if _, ok := e.conn.t.(transport.Leaser); !ok {
-		return fmt.Errorf("acemq: %s of %q is Ordered, but its transport (%T) has no leases (transport.Leaser)", e.who, e.queue, e.conn.t)
+func newOrderedMode(e *engine) (*orderedMode, error) {
+	caps := e.conn.caps
+	if caps.leaser == nil {
+		return nil, fmt.Errorf("acemq: %s of %q is Ordered, but its transport (%T) has no leases (transport.Leaser)", e.who, e.queue, e.conn.t)
 	}
-	if _, ok := e.conn.t.(transport.HandOverConsumer); !ok {
-		return fmt.Errorf("acemq: %s of %q is Ordered, but its transport (%T) cannot hand a queue over (transport.HandOverConsumer)", e.who, e.queue, e.conn.t)
+	if caps.handOver == nil {
+		return nil, fmt.Errorf("acemq: %s of %q is Ordered, but its transport (%T) cannot hand a queue over (transport.HandOverConsumer)", e.who, e.queue, e.conn.t)
 	}
-	if total := e.policy.totalDelay(); total > maxInPlaceDelay {
-		return fmt.Errorf("acemq: %s of %q is Ordered, and its retry policy waits %v in all; retries happen in place, holding the delivery unacked, so the total must stay under RabbitMQ's delivery timeout of %v (a longer wait closes the channel and redelivers the message): give fewer attempts or shorter delays",
-			e.who, e.queue, total, maxInPlaceDelay)
+	if total := e.policy.totalDelay(); total > ordering.MaxInPlaceDelay {
+		return nil, fmt.Errorf("acemq: %s of %q is Ordered, and its retry policy waits %v in all; retries happen in place, holding the delivery unacked, so the total must stay under RabbitMQ's delivery timeout of %v (a longer wait closes the channel and redelivers the message): give fewer attempts or shorter delays",
+			e.who, e.queue, total, ordering.MaxInPlaceDelay)
 	}
-	return nil
+	b := ordering.Broker{T: e.conn.t, Leaser: caps.leaser, HandOver: caps.handOver, Log: e.conn.cfg.logger}
+	return &orderedMode{e: e, b: b}, nil
 }
 
 // totalDelay is the sum of the waits between the policy's attempts.
@@ -99,8 +97,11 @@ func (p RetryPolicy) totalDelay() time.Duration {
 	return total
 }
 
-// orderedTopology is what an ordered engine declares, the exchange first.
-func (e *engine) orderedTopology() []Topology {
+func (m *orderedMode) label() string { return "ordered " }
+
+// topology is what an ordered engine declares, the exchange first.
+func (m *orderedMode) topology() []Topology {
+	e := m.e
 	q := e.cfg.quorum
 	t := []Topology{Exchange{Name: e.queue, Kind: "x-consistent-hash", Args: map[string]any{"hash-header": hdrKey}}}
 	for i := range e.cfg.order.Partitions {
@@ -116,8 +117,8 @@ func (e *engine) orderedTopology() []Topology {
 	t = append(t,
 		Queue{Name: DeadLetterQueue(e.queue), Quorum: q},
 		Queue{Name: ParkingQueue(e.queue), Quorum: q},
-		Queue{Name: membersQueue(e.queue), Transient: true}, // see spreader.membersQueue
-		Queue{Name: blockedQueue(e.queue), Quorum: q},
+		Queue{Name: ordering.MembersQueue(e.queue), Transient: true}, // see Spreader.membersQueue
+		Queue{Name: ordering.BlockedQueue(e.queue), Quorum: q},
 	)
 	for _, b := range e.cfg.bindings {
 		t = append(t, ExchangeBinding{Source: b.Exchange, Key: b.Key, Destination: e.queue})
@@ -125,43 +126,43 @@ func (e *engine) orderedTopology() []Topology {
 	return t
 }
 
-// orderedLadder is every queue an ordered engine takes from or moves to
-// that NoDeclare expects to find ({queue}.members is declared by the
-// spreading).
-func (e *engine) orderedLadder() []string {
+// ladder is every queue an ordered engine takes from or moves to that
+// NoDeclare expects to find ({queue}.members is declared by the
+// spreading): the partitions, .dlq, .parked and {queue}.blocked.
+func (m *orderedMode) ladder() []string {
+	e := m.e
 	var names []string
 	for i := range e.cfg.order.Partitions {
 		names = append(names, PartitionQueue(e.queue, i))
 	}
-	return append(names, DeadLetterQueue(e.queue), ParkingQueue(e.queue), blockedQueue(e.queue))
+	return append(names, DeadLetterQueue(e.queue), ParkingQueue(e.queue), ordering.BlockedQueue(e.queue))
 }
 
-// declareOrdered checks that the broker has no other partition count for
-// the queue, then declares the ordered topology. A broker without the
-// consistent-hash exchange gets an error that says how to enable it.
-func (e *engine) declareOrdered(ctx context.Context) error {
-	if err := e.checkPartitionCount(ctx); err != nil {
+// declare checks that the broker has no other partition count for the
+// queue, then declares the ordered topology. A broker without the
+// consistent-hash exchange (transport.ErrMissingPlugin) gets an error that
+// says how to enable it.
+func (m *orderedMode) declare(ctx context.Context) error {
+	e := m.e
+	if err := m.checkDeclared(ctx); err != nil {
 		return err
 	}
-	err := e.conn.t.Declare(ctx, e.orderedTopology()...)
-	if err != nil && strings.Contains(err.Error(), "rabbitmq-plugins enable") {
-		// The transport named the plugin and the command already.
-		return fmt.Errorf("acemq: declaring the exchange %q of ordered %s %q: %w", e.queue, e.who, e.queue, err)
-	}
-	if err != nil && strings.Contains(strings.ToLower(err.Error()), "exchange type") {
+	err := e.conn.t.Declare(ctx, m.topology()...)
+	switch {
+	case errors.Is(err, transport.ErrMissingPlugin):
 		return fmt.Errorf("acemq: declaring the exchange %q of ordered %s %q: the broker has no x-consistent-hash exchange type; enable the plugin rabbitmq_consistent_hash_exchange (rabbitmq-plugins enable rabbitmq_consistent_hash_exchange): %w",
 			e.queue, e.who, e.queue, err)
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("acemq: declaring the queues of ordered %s %q: %w", e.who, e.queue, err)
 	}
 	return nil
 }
 
-// checkPartitionCount fails when the queue was declared with another
-// number of partitions: if {queue}.p0 exists, {queue}.p{P-1} must too and
+// checkDeclared fails when the queue was declared with another number of
+// partitions: if {queue}.p0 exists, {queue}.p{P-1} must too and
 // {queue}.p{P} must not. The error names the count the broker has.
-func (e *engine) checkPartitionCount(ctx context.Context) error {
+func (m *orderedMode) checkDeclared(ctx context.Context) error {
+	e := m.e
 	p := e.cfg.order.Partitions
 	exists := func(i int) (bool, error) {
 		_, err := e.conn.t.Inspect(ctx, PartitionQueue(e.queue, i))
@@ -232,20 +233,76 @@ func (r *Router) Partitions() []int {
 }
 
 func (e *engine) partitions() []int {
-	o := e.ordered.Load()
-	if o == nil {
+	m, ok := e.mode.(*orderedMode)
+	if !ok {
 		return nil
 	}
-	return o.heldNow()
+	if run := m.run.Load(); run != nil {
+		return run.Held()
+	}
+	return nil
 }
 
-// keyOf returns the ordering key in a delivery's headers, or "".
-func keyOf(h map[string]any) string {
-	switch k := h[hdrKey].(type) {
-	case string:
-		return k
-	case []byte:
-		return string(k)
+// subscribe runs one subscription of the ordered queue in internal/ordering,
+// with the blocked_keys gauge observing it.
+func (m *orderedMode) subscribe(s subscription) (bool, error) {
+	e := m.e
+	probe := 0
+	if s.probe {
+		probe = probeDeliveries
 	}
-	return ""
+	run := ordering.NewRun(ordering.Config{
+		Broker: m.b, Queue: e.queue, Partitions: e.cfg.order.Partitions, Quorum: e.cfg.quorum,
+		BlockOnFailure: e.cfg.order.BlockOnFailure, Concurrency: e.cfg.concurrency, Prefetch: e.cfg.prefetch,
+		Ops: &e.conn.registryOps,
+	}, m)
+	m.run.Store(run)
+	defer m.run.Store(nil)
+	if reg, err := e.conn.metrics.observeBlocked(e.queue, run.BlockedKeys); err == nil {
+		defer func() { _ = reg.Unregister() }()
+	}
+	return run.Serve(s.takeCtx, s.handlerCtx, probe, s.stopTaking)
+}
+
+// Handle is the settle core for one attempt of an ordered delivery, with
+// orderedFate as its failure policy (ordering.Host).
+func (m *orderedMode) Handle(ctx context.Context, a *ordering.Attempt) (retry bool, wait time.Duration) {
+	v := m.e.process(ctx, a.Delivery(), orderedFate{a})
+	return v.outcome == OutcomeRetried, v.delay
+}
+
+// Relocate is Conn.relocate (ordering.Host).
+func (m *orderedMode) Relocate(ctx context.Context, msg transport.Message, from *transport.Delivery) (ackErr, err error) {
+	return m.e.conn.relocate(ctx, msg, from)
+}
+
+// Backoff is the engine's moveBackoff (ordering.Host).
+func (m *orderedMode) Backoff(failed bool) time.Duration { return m.e.moveBackoff(failed) }
+
+// orderedFate is an ordered delivery's failure policy: a retry happens in
+// place (the attempt records it, the delivery stays unacked and its key
+// waits); any other failure blocks the key first, with BlockOnFailure, and
+// moves the message, each step tried until it works or the partition
+// stops, never nacked back to the queue (that would put it behind the
+// key's next messages).
+type orderedFate struct{ a *ordering.Attempt }
+
+func (f orderedFate) begin(env *Envelope) {
+	if n := f.a.Number(); n > 0 {
+		env.Attempt, env.Error = n, f.a.LastErr()
+	}
+}
+
+func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
+	if v.outcome == OutcomeRetried {
+		v.delay = f.a.InPlace(env.Attempt+1, v.reason, v.delay)
+		return v, "", nil
+	}
+	if err := f.a.Fail(ctx, env.ID, v.reason, "moving it to "+e.target(v), func() error {
+		return e.move(ctx, d, env, v)
+	}); err != nil {
+		return v, "its queue, unsettled", err
+	}
+	e.moveBackoff(false)
+	return v, "", nil
 }

@@ -381,14 +381,15 @@ func TestOrderedPluginMissing(t *testing.T) {
 	require.ErrorContains(t, err, "invalid exchange type")
 }
 
-// noHashExchange answers an x-consistent-hash declaration as RabbitMQ
-// without the plugin does.
+// noHashExchange answers an x-consistent-hash declaration as the RabbitMQ
+// transport does for a broker without the plugin: with the broker's words
+// and transport.ErrMissingPlugin.
 type noHashExchange struct{ transport.Transport }
 
 func (n noHashExchange) Declare(ctx context.Context, ts ...transport.Topology) error {
 	for _, t := range ts {
 		if x, ok := t.(transport.Exchange); ok && x.Kind == "x-consistent-hash" {
-			return fmt.Errorf("acemq: declaring exchange %q: Exception (503) Reason: \"COMMAND_INVALID - invalid exchange type 'x-consistent-hash'\"", x.Name)
+			return fmt.Errorf("acemq: declaring exchange %q: Exception (503) Reason: \"COMMAND_INVALID - invalid exchange type 'x-consistent-hash'\": %w", x.Name, transport.ErrMissingPlugin)
 		}
 	}
 	return n.Transport.Declare(ctx, ts...)

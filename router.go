@@ -45,7 +45,7 @@ type routeConfig struct {
 // refused the queue works once that is fixed. Add handlers with Route, then
 // start it with Run.
 func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
-	e, err := newEngine(c, queue, "router", opts)
+	e, err := newEngine(c, queue, "router", opts, nil)
 	if e != nil && err != nil {
 		return &Router{e: e, undeclared: true}
 	}

@@ -187,7 +187,7 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 	c, err := acemq.Connect(ctx, url, acemq.WithTransport(tr), acemq.WithLogger(quiet))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	sp, err := acemq.NewSpreaderForTest(c, queue, spreadPartitions, quorum, spreadPeriod(url))
+	sp, err := acemq.NewSpreaderForTest(c, queue, spreadPartitions, spreadPeriod(url))
 	require.NoError(t, err)
 	return &spreadInstance{name: name, tr: tr, conn: c, sp: sp}
 }
@@ -196,7 +196,7 @@ func newSpreadInstance(t *testing.T, url, queue, name string, reg *fakeLeases, q
 // queue in one process share their connection.
 func (in *spreadInstance) sibling(t *testing.T, url, queue, name string) *spreadInstance {
 	t.Helper()
-	sp, err := acemq.NewSpreaderForTest(in.conn, queue, spreadPartitions, false, spreadPeriod(url))
+	sp, err := acemq.NewSpreaderForTest(in.conn, queue, spreadPartitions, spreadPeriod(url))
 	require.NoError(t, err)
 	return &spreadInstance{name: name, tr: in.tr, conn: in.conn, sp: sp}
 }

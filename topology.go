@@ -69,3 +69,55 @@ func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
 	}
 	return errors.Join(errs...)
 }
+
+// topology is what a plain (or batch) consumer declares: its queue,
+// {queue}.dlq, {queue}.parked, one {queue}.retry.{delay} per tier and the
+// bindings Bind asked for.
+func (m plainMode) topology() []Topology {
+	e := m.e
+	main := Queue{Name: e.queue, Quorum: e.cfg.quorum}
+	if e.cfg.quorum {
+		main.Args = map[string]any{
+			"x-delivery-limit":          int64(e.policy.MaxAttempts + 20),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": DeadLetterQueue(e.queue),
+		}
+	}
+	t := []Topology{
+		main,
+		Queue{Name: DeadLetterQueue(e.queue), Quorum: e.cfg.quorum},
+		Queue{Name: ParkingQueue(e.queue), Quorum: e.cfg.quorum},
+	}
+	for _, d := range e.tiers {
+		tier := Queue{Name: RetryQueue(e.queue, d), Quorum: e.cfg.quorum, Args: map[string]any{
+			"x-message-ttl":             d.Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": e.queue,
+		}}
+		if e.cfg.quorum {
+			// A message that expires in a tier moves back to the queue
+			// with at-least-once dead-lettering: the tier keeps it until
+			// the queue has taken it, even while a node is down. The
+			// broker requires reject-publish overflow for that.
+			tier.Args["x-dead-letter-strategy"] = "at-least-once"
+			tier.Args["x-overflow"] = "reject-publish"
+		}
+		t = append(t, tier)
+	}
+	for _, b := range e.cfg.bindings {
+		b.Queue = e.queue
+		t = append(t, b)
+	}
+	return t
+}
+
+// ladder is every queue a plain consumer's delivery can be moved to, and
+// the queue itself first.
+func (m plainMode) ladder() []string {
+	e := m.e
+	names := []string{e.queue, DeadLetterQueue(e.queue), ParkingQueue(e.queue)}
+	for _, d := range e.tiers {
+		names = append(names, RetryQueue(e.queue, d))
+	}
+	return names
+}

@@ -70,6 +70,12 @@ var (
 	ErrLocked = errors.New("acemq: held by another connection")
 )
 
+// ErrMissingPlugin reports a declaration the broker refused because a
+// plugin it needs is not enabled (an x-consistent-hash exchange without
+// rabbitmq_consistent_hash_exchange). The transport's error wrapping it
+// names the plugin and how to enable it.
+var ErrMissingPlugin = errors.New("acemq: the broker lacks a plugin")
+
 // DirectReplyTo is the pseudo-queue a request names in ReplyTo to receive its
 // reply on the requesting connection, as RabbitMQ's direct reply-to does.
 const DirectReplyTo = "amq.rabbitmq.reply-to"

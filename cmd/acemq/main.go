@@ -1,11 +1,13 @@
 // Command acemq is an operator's tool for the queues an acemq service
 // uses: how full they are, what is waiting in a dead-letter or parking
-// queue and why, and moving messages back to work once their cause is
-// fixed.
+// queue and why, moving messages back to work once their cause is fixed,
+// and the blocked keys of an ordered queue.
 //
 //	acemq [-url URL] [-timeout D] stats QUEUE... [-delays D,D...]
 //	acemq [-url URL] [-timeout D] peek QUEUE [-n N] [-body BYTES] [-v]
 //	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D]
+//	acemq [-url URL] [-timeout D] keys list QUEUE
+//	acemq [-url URL] [-timeout D] keys release QUEUE KEY
 //	acemq outbox dead [-db URL] [-table T] [-n N]
 //	acemq outbox replay [-db URL] [-table T] (ID... | -all)
 //	acemq saga show -db URL NAME ID

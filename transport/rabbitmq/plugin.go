@@ -86,7 +86,7 @@ func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin 
 		return nil
 	case missingKind(err):
 		return fmt.Errorf("rabbitmq: %s: the broker has no exchange type %s: enable the plugin %s "+
-			"(rabbitmq-plugins enable %s) on every node: %w", op, x.Kind, plugin, plugin, err)
+			"(rabbitmq-plugins enable %s) on every node: %w: %w", op, x.Kind, plugin, plugin, transport.ErrMissingPlugin, err)
 	case ctx.Err() != nil:
 		return ctxError(op, ctx)
 	}

@@ -1,4 +1,4 @@
-package acemq
+package ordering
 
 import (
 	"context"
@@ -26,13 +26,14 @@ func TestNewSpreaderRefuses(t *testing.T) {
 		partitions int
 		want       []string
 	}{
-		{name: "not a Leaser", t: tr, queue: "orders", partitions: 12, want: []string{`ordered queue "orders": the transport acemq.noLeases cannot hold leases`, "acemq.noLeases", "transport.Leaser"}},
+		{name: "not a Leaser", t: tr, queue: "orders", partitions: 12, want: []string{`ordered queue "orders": the transport ordering.noLeases cannot hold leases`, "ordering.noLeases", "transport.Leaser"}},
 		{name: "nil transport", t: nil, queue: "orders", partitions: 12, want: []string{`ordered queue "orders": the transport is nil`}},
 		{name: "no queue name", t: tr, queue: "", partitions: 12, want: []string{"an ordered queue needs a name"}},
 		{name: "no partitions", t: tr, queue: "orders", partitions: 0, want: []string{`ordered queue "orders": 0 partitions (want at least 1)`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := newSpreader(tc.t, tc.queue, tc.partitions, false, nil)
+			l, _ := tc.t.(transport.Leaser)
+			s, err := NewSpreader(Broker{T: tc.t, Leaser: l}, tc.queue, tc.partitions, 0)
 			require.Error(t, err)
 			assert.Nil(t, s)
 			// No prefix: the error reaches the user through engine.run,
@@ -48,7 +49,7 @@ func TestNewSpreaderRefuses(t *testing.T) {
 
 func TestSpreaderPartitionsOfASlot(t *testing.T) {
 	t.Parallel()
-	s := &spreader{partitions: 12}
+	s := &Spreader{partitions: 12}
 	for _, tc := range []struct {
 		name string
 		j, n int

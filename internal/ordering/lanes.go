@@ -1,4 +1,4 @@
-package acemq
+package ordering
 
 import (
 	"context"
@@ -9,22 +9,58 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/transport"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
-// orderedRun is one subscription of an ordered engine: the partitions the
-// spreader gave it, each consumed with ConsumeHandOver, and the lanes that
-// keep the messages of one key one at a time. Every field below mu is
-// guarded by it.
-type orderedRun struct {
-	e          *engine
+// Host is the consumer around an ordered run: the root's settle core, which
+// the lanes call for every attempt of a delivery, and what a move needs.
+type Host interface {
+	// Handle takes one attempt of a.Delivery() from parse to settlement,
+	// with a.InPlace and a.Fail as its failure policy, and reports whether
+	// it asked for another attempt in place, and after how long.
+	Handle(ctx context.Context, a *Attempt) (retry bool, wait time.Duration)
+	// Relocate publishes msg, confirmed, and then acks from; err is the
+	// publish's (from is then unsettled), ackErr the ack's.
+	Relocate(ctx context.Context, msg transport.Message, from *transport.Delivery) (ackErr, err error)
+	// Backoff records a failed step (or, with failed false, one that
+	// worked) and returns how long to pause before trying again.
+	Backoff(failed bool) time.Duration
+}
+
+// Config is one ordered queue as its consumer was configured.
+type Config struct {
+	Broker
+	Queue          string
+	Partitions     int
+	Quorum         bool
+	BlockOnFailure bool
+	Concurrency    int // workers
+	Prefetch       int // per partition
+	// Ops serialises the registries of one connection (see NewRegistry).
+	Ops *sync.Map
+}
+
+// Bounds of the pause between two reads of the registry that failed.
+const (
+	minPause = 50 * time.Millisecond
+	maxPause = 5 * time.Second
+)
+
+// Run is one subscription of an ordered queue by this instance: the
+// partitions the spreader gives it, each consumed with ConsumeHandOver, and
+// the lanes that keep the messages of one key one at a time. Held and
+// BlockedKeys are safe from any goroutine. Every field below mu is guarded
+// by it.
+type Run struct {
+	cfg  Config
+	host Host
+	reg  *Registry
+
+	// Set by Serve before anything starts.
 	handlerCtx context.Context // ends only when the Conn closes
 	runCtx     context.Context // ends when the subscription stops taking
-	fail       func(error)     // ends the subscription with an error (no prefix: engine.run adds it)
-	probe      bool
+	fail       func(error)     // ends the subscription with an error
+	probe      int             // > 0: start only this many deliveries
 	stopTaking context.CancelFunc
-	reg        *registry
 	parts      sync.WaitGroup // the partitions' ConsumeHandOver calls
 	workers    sync.WaitGroup
 
@@ -32,9 +68,9 @@ type orderedRun struct {
 	cond    sync.Cond
 	held    map[int]*partition
 	lanes   map[string]*lane
-	ready   []*item // lane heads and keyless deliveries, to start in this order
-	closed  bool    // the workers end once ready is empty
-	started int     // deliveries started, for a probe
+	ready   []*Attempt // lane heads and keyless deliveries, to start in this order
+	closed  bool       // the workers end once ready is empty
+	started int        // deliveries started, for a probe
 }
 
 // partition is one subscription to a partition queue.
@@ -42,7 +78,7 @@ type partition struct {
 	i       int
 	ctx     context.Context
 	cancel  context.CancelFunc
-	stopped bool // guarded by orderedRun.mu
+	stopped bool // guarded by Run.mu
 	// Its Consume goroutine's: the registry was read after the first
 	// delivery of the current channel, and that channel's acknowledger.
 	loaded bool
@@ -59,8 +95,10 @@ const (
 	itemWaiting                  // waiting for an attempt in place
 )
 
-// item is one delivery of a partition and what its attempts so far left.
-type item struct {
+// Attempt is one delivery of a partition and what its attempts so far
+// left; the lanes hand it to Host.Handle.
+type Attempt struct {
+	run      *Run
 	d        transport.Delivery
 	p        *partition
 	key      string
@@ -71,47 +109,55 @@ type item struct {
 	timer    *time.Timer
 	blocked  bool // its failure blocked its key
 	fromHeld bool // taken from its key's held queue by a release
-	stale    bool // its channel is gone (the broker delivers it again); guarded by orderedRun.mu
+	stale    bool // its channel is gone (the broker delivers it again); guarded by Run.mu
 }
 
 // lane is the deliveries of one key, the running (or waiting) one first.
-type lane struct{ items []*item }
+type lane struct{ items []*Attempt }
 
-// subscribeOrdered runs one subscription of an ordered engine: the
-// spreader says which partitions to hold; each held partition is consumed
-// and its deliveries go through the lanes to Concurrency workers (fewer in
-// a probe, which starts only probeDeliveries of them). When takeCtx ends it
-// starts nothing more, lets the running handlers settle and gives every
-// other delivery back to its partition in order.
-func (e *engine) subscribeOrdered(takeCtx, handlerCtx context.Context, m mode, stopTaking context.CancelFunc) (more bool, err error) {
-	sp, err := newSpreader(e.conn.t, e.queue, e.cfg.order.Partitions, e.cfg.quorum, e.conn.cfg.logger)
+// NewRun returns the ordered consumption cfg describes, settling through
+// host. It starts nothing; Serve does.
+func NewRun(cfg Config, host Host) *Run {
+	o := &Run{
+		cfg: cfg, host: host,
+		reg:   NewRegistry(cfg.Broker, cfg.Ops, cfg.Queue, cfg.Quorum),
+		held:  make(map[int]*partition),
+		lanes: make(map[string]*lane),
+	}
+	o.cond.L = &o.mu
+	return o
+}
+
+// Serve runs one subscription: the spreader says which partitions to hold;
+// each held partition is consumed and its deliveries go through the lanes
+// to Concurrency workers (with probe above 0, at most probe of them, which
+// start only probe deliveries and then call stopTaking). When takeCtx ends
+// it starts nothing more, lets the running handlers settle (in handlerCtx)
+// and gives every other delivery back to its partition in order. It
+// reports, as the root's subscriptions do, whether the consumer should
+// subscribe again (takeCtx ended) and what ended it otherwise. A Run
+// serves once: each subscription has its own.
+func (o *Run) Serve(takeCtx, handlerCtx context.Context, probe int, stopTaking context.CancelFunc) (more bool, err error) {
+	if o.cfg.HandOver == nil {
+		return false, fmt.Errorf("ordered queue %q: the transport %T cannot hand a queue over (transport.HandOverConsumer)", o.cfg.Queue, o.cfg.T)
+	}
+	sp, err := NewSpreader(o.cfg.Broker, o.cfg.Queue, o.cfg.Partitions, 0)
 	if err != nil {
 		return false, err
 	}
 	runCtx, cancel := context.WithCancelCause(takeCtx)
 	defer cancel(nil)
-	o := &orderedRun{
-		e: e, handlerCtx: handlerCtx, runCtx: runCtx, probe: m == modeProbe, stopTaking: stopTaking,
-		fail:  func(err error) { cancel(err) },
-		reg:   newRegistry(e.conn, e.queue, e.cfg.quorum),
-		held:  make(map[int]*partition),
-		lanes: make(map[string]*lane),
-	}
-	o.cond.L = &o.mu
-	e.ordered.Store(o)
-	defer e.ordered.Store(nil)
-	if reg, err := e.observeBlocked(o); err == nil {
-		defer func() { _ = reg.Unregister() }()
-	}
+	o.handlerCtx, o.runCtx, o.probe, o.stopTaking = handlerCtx, runCtx, probe, stopTaking
+	o.fail = func(err error) { cancel(err) }
 
-	workers := e.cfg.concurrency
-	if o.probe {
-		workers = min(workers, probeDeliveries)
+	workers := o.cfg.Concurrency
+	if probe > 0 {
+		workers = min(workers, probe)
 	}
 	for range workers {
 		o.workers.Go(o.work)
 	}
-	serr := sp.run(runCtx, o.spread)
+	serr := sp.Run(runCtx, o.spread)
 	o.spread(nil)
 	o.parts.Wait()
 	o.mu.Lock()
@@ -129,20 +175,13 @@ func (e *engine) subscribeOrdered(takeCtx, handlerCtx context.Context, m mode, s
 	return takeCtx.Err() != nil, nil
 }
 
-// observeBlocked reports acemq.consumer.blocked_keys for the partitions o
-// holds while it runs.
-func (e *engine) observeBlocked(o *orderedRun) (metric.Registration, error) {
-	in := e.conn.metrics
-	set := metric.WithAttributeSet(attribute.NewSet(attrSystem.String("rabbitmq"), attrDestination.String(e.queue)))
-	return in.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		ob.ObserveInt64(in.blockedKeys, int64(o.reg.count(o.holds)), set)
-		return nil
-	}, in.blockedKeys)
-}
+// BlockedKeys is the number of blocked keys in the partitions held now
+// (acemq.consumer.blocked_keys).
+func (o *Run) BlockedKeys() int { return o.reg.Count(o.holds) }
 
 // spread is the spreader's onChange: it subscribes to the partitions newly
 // held and stops those given up.
-func (o *orderedRun) spread(held []int) {
+func (o *Run) spread(held []int) {
 	o.mu.Lock()
 	var stop []*partition
 	for i, p := range o.held {
@@ -165,30 +204,30 @@ func (o *orderedRun) spread(held []int) {
 	for _, p := range stop {
 		o.stop(p)
 	}
-	ho := o.e.conn.t.(transport.HandOverConsumer)
 	for _, p := range start {
 		o.parts.Go(func() {
 			defer o.stop(p)
-			err := ho.ConsumeHandOver(p.ctx, PartitionQueue(o.e.queue, p.i), o.e.cfg.prefetch, func(d transport.Delivery) {
+			q := PartitionQueue(o.cfg.Queue, p.i)
+			err := o.cfg.HandOver.ConsumeHandOver(p.ctx, q, o.cfg.Prefetch, func(d transport.Delivery) {
 				o.arrive(p, d)
 			})
 			if err != nil && p.ctx.Err() == nil {
-				o.fail(fmt.Errorf("consuming partition %q: %w", PartitionQueue(o.e.queue, p.i), err))
+				o.fail(fmt.Errorf("consuming partition %q: %w", q, err))
 			}
 		})
 	}
 }
 
 // holds reports whether the run holds partition i now.
-func (o *orderedRun) holds(i int) bool {
+func (o *Run) holds(i int) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_, ok := o.held[i]
 	return ok
 }
 
-// heldNow is Partitions: the held partitions, in order.
-func (o *orderedRun) heldNow() []int {
+// Held returns the partitions held now, in order (Partitions).
+func (o *Run) Held() []int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Sorted(maps.Keys(o.held))
@@ -197,7 +236,7 @@ func (o *orderedRun) heldNow() []int {
 // arrive takes a delivery of partition p into its key's lane. The first
 // delivery of a subscription reads the blocked-key registry first, since
 // the holder before may have blocked keys of the partition.
-func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
+func (o *Run) arrive(p *partition, d transport.Delivery) {
 	if p.acker != nil && d.Acker != p.acker {
 		// The transport resumed the subscription on a new channel: what
 		// the old one handed out comes again, and another instance may
@@ -213,7 +252,7 @@ func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
 		}
 		p.loaded = true
 	}
-	it := &item{d: d, p: p, key: keyOf(d.Headers)}
+	it := &Attempt{run: o, d: d, p: p, key: KeyOf(d.Headers)}
 	o.mu.Lock()
 	if p.stopped {
 		o.mu.Unlock()
@@ -225,7 +264,7 @@ func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
 	} else if l := o.lanes[it.key]; l != nil {
 		l.items = append(l.items, it)
 	} else {
-		o.lanes[it.key] = &lane{items: []*item{it}}
+		o.lanes[it.key] = &lane{items: []*Attempt{it}}
 		o.pushLocked(it)
 	}
 	o.mu.Unlock()
@@ -235,11 +274,11 @@ func (o *orderedRun) arrive(p *partition, d transport.Delivery) {
 // of acker, now gone: the broker delivers them again, in order, on the new
 // one. A running one finishes (its ack fails); the key's next delivery
 // waits for it, so no two of a key run here at once.
-func (o *orderedRun) dropStale(p *partition, acker transport.Acknowledger) {
+func (o *Run) dropStale(p *partition, acker transport.Acknowledger) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	gone := func(it *item) bool { return it.p == p && it.d.Acker == acker }
-	o.ready = slices.DeleteFunc(o.ready, func(it *item) bool {
+	gone := func(it *Attempt) bool { return it.p == p && it.d.Acker == acker }
+	o.ready = slices.DeleteFunc(o.ready, func(it *Attempt) bool {
 		if gone(it) {
 			it.stale = true
 			return true
@@ -247,7 +286,7 @@ func (o *orderedRun) dropStale(p *partition, acker transport.Acknowledger) {
 		return false
 	})
 	for key, l := range o.lanes {
-		l.items = slices.DeleteFunc(l.items, func(it *item) bool {
+		l.items = slices.DeleteFunc(l.items, func(it *Attempt) bool {
 			if !gone(it) {
 				return false
 			}
@@ -266,28 +305,28 @@ func (o *orderedRun) dropStale(p *partition, acker transport.Acknowledger) {
 			o.pushLocked(head)
 		}
 	}
-	o.e.conn.cfg.logger.Warn("acemq: a partition's channel was replaced; its deliveries not yet handled come again",
-		"queue", o.e.queue, "partition", p.i)
+	o.cfg.logger().Warn("acemq: a partition's channel was replaced; its deliveries not yet handled come again",
+		"queue", o.cfg.Queue, "partition", p.i)
 }
 
 // loadRegistry reads the registry for partition p, trying again while the
 // broker fails, until it has it or p stops.
-func (o *orderedRun) loadRegistry(p *partition) bool {
-	for pause := minMovePause; ; pause = min(2*pause, maxMovePause) {
-		err := o.reg.load(p.ctx)
+func (o *Run) loadRegistry(p *partition) bool {
+	for pause := minPause; ; pause = min(2*pause, maxPause) {
+		err := o.reg.Load(p.ctx)
 		if err == nil {
 			return true
 		}
 		if p.ctx.Err() != nil {
 			return false
 		}
-		o.e.conn.cfg.logger.Warn("acemq: reading the blocked keys failed; the partition waits",
-			"queue", o.e.queue, "partition", p.i, "retry_in", pause, "error", err)
-		sleepCtx(p.ctx, pause)
+		o.cfg.logger().Warn("acemq: reading the blocked keys failed; the partition waits",
+			"queue", o.cfg.Queue, "partition", p.i, "retry_in", pause, "error", err)
+		Sleep(p.ctx, pause)
 	}
 }
 
-func (o *orderedRun) pushLocked(it *item) {
+func (o *Run) pushLocked(it *Attempt) {
 	it.state = itemReady
 	o.ready = append(o.ready, it)
 	o.cond.Signal()
@@ -296,7 +335,7 @@ func (o *orderedRun) pushLocked(it *item) {
 // stop stops partition p: nothing more starts of it, its queued and
 // waiting deliveries are given back (Release: they return, in order, when
 // the subscription's channel closes), the running ones settle.
-func (o *orderedRun) stop(p *partition) {
+func (o *Run) stop(p *partition) {
 	o.mu.Lock()
 	if p.stopped {
 		o.mu.Unlock()
@@ -304,8 +343,8 @@ func (o *orderedRun) stop(p *partition) {
 	}
 	p.stopped = true
 	p.cancel()
-	var back []*item
-	o.ready = slices.DeleteFunc(o.ready, func(it *item) bool {
+	var back []*Attempt
+	o.ready = slices.DeleteFunc(o.ready, func(it *Attempt) bool {
 		if it.p == p {
 			back = append(back, it)
 			return true
@@ -313,7 +352,7 @@ func (o *orderedRun) stop(p *partition) {
 		return false
 	})
 	for key, l := range o.lanes {
-		l.items = slices.DeleteFunc(l.items, func(it *item) bool {
+		l.items = slices.DeleteFunc(l.items, func(it *Attempt) bool {
 			switch {
 			case it.p != p || it.state == itemRunning:
 				return false
@@ -340,7 +379,7 @@ func (o *orderedRun) stop(p *partition) {
 }
 
 // work is a worker: it starts ready deliveries until the run closes.
-func (o *orderedRun) work() {
+func (o *Run) work() {
 	for {
 		o.mu.Lock()
 		for len(o.ready) == 0 && !o.closed {
@@ -355,7 +394,7 @@ func (o *orderedRun) work() {
 		o.ready = o.ready[1:]
 		it.state = itemRunning
 		o.started++
-		endProbe := o.probe && o.started == probeDeliveries
+		endProbe := o.probe > 0 && o.started == o.probe
 		o.mu.Unlock()
 		if endProbe {
 			o.stopTaking() // a probe is this many deliveries
@@ -367,15 +406,15 @@ func (o *orderedRun) work() {
 // run handles one delivery at the head of its lane: a release of its key,
 // a delivery of a blocked key (held), or one to handle. A delivery asking
 // for another attempt keeps its lane until the attempt.
-func (o *orderedRun) run(it *item) {
+func (o *Run) run(it *Attempt) {
 	ctx := o.handlerCtx
 	switch {
 	case isControl(it.d.Headers):
 		o.releaseKey(ctx, it)
-	case it.key != "" && o.e.cfg.order.BlockOnFailure && o.reg.isBlocked(it.key):
+	case it.key != "" && o.cfg.BlockOnFailure && o.reg.IsBlocked(it.key):
 		o.hold(ctx, it)
 	default:
-		if retry, wait := o.handle(ctx, it, it.d); retry {
+		if retry, wait := o.host.Handle(ctx, it); retry {
 			o.waitInPlace(it, wait)
 			return
 		}
@@ -385,7 +424,7 @@ func (o *orderedRun) run(it *item) {
 
 // waitInPlace arms the timer of it's next attempt; its key waits, the
 // workers go on.
-func (o *orderedRun) waitInPlace(it *item, wait time.Duration) {
+func (o *Run) waitInPlace(it *Attempt, wait time.Duration) {
 	o.mu.Lock()
 	if o.leaveIfGoneLocked(it) {
 		return
@@ -406,7 +445,7 @@ func (o *orderedRun) waitInPlace(it *item, wait time.Duration) {
 // its partition stopped (it is given back) or its channel went (the broker
 // delivers it again) and then reports true, having unlocked o.mu; else it
 // reports false with o.mu still held.
-func (o *orderedRun) leaveIfGoneLocked(it *item) bool {
+func (o *Run) leaveIfGoneLocked(it *Attempt) bool {
 	if !it.p.stopped && !it.stale {
 		return false
 	}
@@ -420,13 +459,13 @@ func (o *orderedRun) leaveIfGoneLocked(it *item) bool {
 }
 
 // finish ends it in its lane and readies the key's next delivery.
-func (o *orderedRun) finish(it *item) {
+func (o *Run) finish(it *Attempt) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.removeLocked(it)
 }
 
-func (o *orderedRun) removeLocked(it *item) {
+func (o *Run) removeLocked(it *Attempt) {
 	if it.key == "" {
 		return
 	}
@@ -434,7 +473,7 @@ func (o *orderedRun) removeLocked(it *item) {
 	if l == nil {
 		return
 	}
-	l.items = slices.DeleteFunc(l.items, func(x *item) bool { return x == it })
+	l.items = slices.DeleteFunc(l.items, func(x *Attempt) bool { return x == it })
 	if len(l.items) == 0 {
 		delete(o.lanes, it.key)
 		return
@@ -445,14 +484,8 @@ func (o *orderedRun) removeLocked(it *item) {
 }
 
 // stopped reports whether it's partition has stopped.
-func (o *orderedRun) stopped(p *partition) bool {
+func (o *Run) stopped(p *partition) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return p.stopped
-}
-
-// isControl reports whether a delivery is a control message (a release).
-func isControl(h map[string]any) bool {
-	_, ok := h[hdrControl]
-	return ok
 }

@@ -30,7 +30,7 @@ func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []Publi
 		return
 	}
 	start := nowNano() // every body is encoded: the publish clock starts here
-	if bp, ok := c.t.(transport.BatchPublisher); ok {
+	if bp := c.caps.batch; bp != nil {
 		errs := bp.PublishBatch(ctx, wire)
 		if len(errs) != len(wire) { // a transport's bug: no message may pass as confirmed
 			// published adds the prefix and the message.

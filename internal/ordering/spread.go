@@ -1,5 +1,3 @@
-package acemq
-
 // Spreading the partitions of an ordered queue over the instances that
 // consume it (SPEC §16).
 //
@@ -79,6 +77,8 @@ package acemq
 // break the pigeonhole for everyone, so each tick takes it again (a
 // connection may take its own) and releases it.
 
+package ordering
+
 import (
 	"context"
 	"errors"
@@ -106,13 +106,13 @@ const minTickLimit = 5 * time.Second
 // only a broken transport gets that far.
 const maxSlotTries = 4096
 
-// spreader decides which partitions of an ordered queue this instance holds.
-type spreader struct {
+// Spreader decides which partitions of an ordered queue this instance
+// holds.
+type Spreader struct {
 	t          transport.Transport
 	leaser     transport.Leaser
 	queue      string
 	partitions int
-	quorum     bool
 	log        *slog.Logger
 
 	// period is the average time between two ticks; each tick waits a
@@ -120,15 +120,15 @@ type spreader struct {
 	period time.Duration
 
 	mu   sync.Mutex
-	cur  []int // guarded by mu; what held returns
-	busy bool  // guarded by mu; run is running
+	busy bool // guarded by mu; Run is running
 }
 
-// newSpreader returns the spreader of queue's partitions 0 … partitions-1
-// on t, which must be a transport.Leaser. The spreader's errors have no
-// prefix: they reach the user through engine.run, which adds acemq's.
-func newSpreader(t transport.Transport, queue string, partitions int, quorum bool, log *slog.Logger) (*spreader, error) {
-	if t == nil {
+// NewSpreader returns the spreader of queue's partitions 0 … partitions-1
+// on b, whose Leaser it needs, ticking about every period (spreadPeriod
+// when 0). Its errors have no prefix: they reach the user through the
+// root's Run, which adds acemq's.
+func NewSpreader(b Broker, queue string, partitions int, period time.Duration) (*Spreader, error) {
+	if b.T == nil {
 		return nil, fmt.Errorf("ordered queue %q: the transport is nil", queue)
 	}
 	if queue == "" {
@@ -137,26 +137,16 @@ func newSpreader(t transport.Transport, queue string, partitions int, quorum boo
 	if partitions < 1 {
 		return nil, fmt.Errorf("ordered queue %q: %d partitions (want at least 1)", queue, partitions)
 	}
-	l, ok := t.(transport.Leaser)
-	if !ok {
+	if b.Leaser == nil {
 		return nil, fmt.Errorf("ordered queue %q: the transport %T cannot hold leases (it is not a transport.Leaser), "+
-			"which spreading partitions over instances needs", queue, t)
+			"which spreading partitions over instances needs", queue, b.T)
 	}
-	if log == nil {
-		log = slog.Default()
+	if period <= 0 {
+		period = spreadPeriod
 	}
-	return &spreader{
-		t: t, leaser: l, queue: queue, partitions: partitions, quorum: quorum, log: log,
-		period: spreadPeriod,
+	return &Spreader{
+		t: b.T, leaser: b.Leaser, queue: queue, partitions: partitions, log: b.logger(), period: period,
 	}, nil
-}
-
-// held returns the partitions this instance holds now, sorted; none when
-// run is not running. It is safe from any goroutine.
-func (s *spreader) held() []int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.cur)
 }
 
 // membersQueue is {queue}.members: a transient classic queue, also under
@@ -167,11 +157,11 @@ func (s *spreader) held() []int {
 // drops the subscriptions of a lost node at once, and a transient one is
 // forgotten with its own node, so the next tick declares it again on a
 // live node and the members subscribe again.
-func (s *spreader) membersQueue() transport.Queue {
-	return transport.Queue{Name: s.queue + ".members", Transient: true}
+func (s *Spreader) membersQueue() transport.Queue {
+	return transport.Queue{Name: MembersQueue(s.queue), Transient: true}
 }
 
-func (s *spreader) slotName(j int) string { return s.queue + ".slot." + strconv.Itoa(j) }
+func (s *Spreader) slotName(j int) string { return s.queue + ".slot." + strconv.Itoa(j) }
 
 // slotState is what run's goroutine alone knows.
 type slotState struct {
@@ -187,7 +177,7 @@ type slotState struct {
 	stale []int
 }
 
-// run takes part in the spread until ctx ends. It calls onChange from its
+// Run takes part in the spread until ctx ends. It calls onChange from its
 // own goroutine with the sorted partitions each time they change (an empty,
 // non-nil slice when it holds none), and with nil before it returns. It
 // returns nil once ctx has ended, with its member subscription ended and its
@@ -195,7 +185,7 @@ type slotState struct {
 // logged and waited out with the last member count known; run returns an
 // error only when the transport is closed or the members queue conflicts
 // with the broker's.
-func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
+func (s *Spreader) Run(ctx context.Context, onChange func(held []int)) error {
 	s.mu.Lock()
 	if s.busy {
 		s.mu.Unlock()
@@ -208,11 +198,11 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 	}
 
 	st := &slotState{j: -1}
+	var cur []int // what onChange was told last
 	memberCtx, stopMember := context.WithCancel(ctx)
 	fatal := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer func() {
-		s.set(nil)
 		onChange(nil)
 		stopMember()
 		wg.Wait()
@@ -243,7 +233,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
 				"queue", s.queue, "slot", st.j)
 			st.lease, st.j = nil, -1
-			s.change([]int{}, onChange)
+			cur = change(cur, []int{}, onChange)
 			// Take a slot again at once: the lease calls wait for the
 			// transport to be back.
 		case <-timer.C:
@@ -254,7 +244,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 			}
 			return err
 		}
-		s.change(s.compute(st), onChange)
+		cur = change(cur, s.compute(st), onChange)
 		timer.Reset(s.next(st))
 	}
 }
@@ -263,7 +253,7 @@ func (s *spreader) run(ctx context.Context, onChange func(held []int)) error {
 // slot is lost: while the connection is down the transport's calls wait for
 // the next one, and run must still drop its partitions at once and end when
 // its ctx does.
-func (s *spreader) tickBounded(ctx context.Context, st *slotState) error {
+func (s *Spreader) tickBounded(ctx context.Context, st *slotState) error {
 	limit := max(4*s.period, minTickLimit)
 	tctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -289,7 +279,7 @@ func (s *spreader) tickBounded(ctx context.Context, st *slotState) error {
 
 // next is the wait before the next tick: about a period, shorter while the
 // spreader has no slot or no member count yet.
-func (s *spreader) next(st *slotState) time.Duration {
+func (s *Spreader) next(st *slotState) time.Duration {
 	p := s.period
 	if st.lease == nil || st.n < 1 {
 		p /= 8
@@ -298,7 +288,7 @@ func (s *spreader) next(st *slotState) time.Duration {
 }
 
 // compute is the partitions slot j of n holds.
-func (s *spreader) compute(st *slotState) []int {
+func (s *Spreader) compute(st *slotState) []int {
 	held := []int{}
 	if st.lease == nil || st.n < 1 || st.j >= st.n {
 		return held
@@ -309,29 +299,20 @@ func (s *spreader) compute(st *slotState) []int {
 	return held
 }
 
-// change records held and tells onChange when it differs from before.
-func (s *spreader) change(held []int, onChange func([]int)) {
-	s.mu.Lock()
-	same := slices.Equal(s.cur, held) // nil (before the first tick) equals empty
-	if !same {
-		s.cur = held
+// change tells onChange held when it differs from cur, what it was told
+// before, and returns what it was told last.
+func change(cur, held []int, onChange func([]int)) []int {
+	if slices.Equal(cur, held) { // nil (before the first tick) equals empty
+		return cur
 	}
-	s.mu.Unlock()
-	if !same {
-		onChange(slices.Clone(held))
-	}
-}
-
-func (s *spreader) set(held []int) {
-	s.mu.Lock()
-	s.cur = held
-	s.mu.Unlock()
+	onChange(slices.Clone(held))
+	return held
 }
 
 // declare declares the members queue once. A conflict with the broker's
 // queue or a closed transport is an error; anything else is logged and
 // tried again at the next tick.
-func (s *spreader) declare(ctx context.Context, st *slotState) error {
+func (s *Spreader) declare(ctx context.Context, st *slotState) error {
 	if st.declared {
 		return nil
 	}
@@ -346,13 +327,13 @@ func (s *spreader) declare(ctx context.Context, st *slotState) error {
 		return fmt.Errorf("ordered queue %q: declaring its members queue: %w", s.queue, err)
 	}
 	s.log.Warn("acemq: ordered queue could not declare its members queue; trying again",
-		"queue", s.queue, "err", err)
+		"queue", s.queue, "error", err)
 	return nil
 }
 
 // tick reads the member count and takes, keeps or moves the slot. Only a
 // closed transport or a conflicting members queue is an error.
-func (s *spreader) tick(ctx context.Context, st *slotState) error {
+func (s *Spreader) tick(ctx context.Context, st *slotState) error {
 	if err := s.declare(ctx, st); err != nil || !st.declared {
 		return err
 	}
@@ -379,7 +360,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		return s.declare(ctx, st)
 	default:
 		s.log.Warn("acemq: ordered queue cannot count its instances; keeping the last count",
-			"queue", s.queue, "instances", st.n, "err", err)
+			"queue", s.queue, "instances", st.n, "error", err)
 	}
 	if err := s.cleanStale(ctx, st); err != nil {
 		return err
@@ -396,7 +377,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 			return err
 		}
 		if err := old.Release(ctx); err != nil {
-			s.log.Warn("acemq: ordered queue could not release its old slot; trying again", "queue", s.queue, "slot", oldJ, "err", err)
+			s.log.Warn("acemq: ordered queue could not release its old slot; trying again", "queue", s.queue, "slot", oldJ, "error", err)
 			st.stale = append(st.stale, oldJ)
 		}
 	}
@@ -405,7 +386,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 
 // take leases the lowest free slot below limit, leaving st as it was when
 // all are taken or the broker cannot be reached.
-func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
+func (s *Spreader) take(ctx context.Context, st *slotState, limit int) error {
 	for k := 0; k < limit; k++ {
 		if st.lease != nil && k >= st.j {
 			return nil // no lower slot is free
@@ -423,7 +404,7 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 			// The broker may have made the lease before the call failed.
 			st.stale = append(st.stale, k)
 			if ctx.Err() == nil {
-				s.log.Warn("acemq: ordered queue could not take a slot; trying again", "queue", s.queue, "slot", k, "err", err)
+				s.log.Warn("acemq: ordered queue could not take a slot; trying again", "queue", s.queue, "slot", k, "error", err)
 			}
 			return nil
 		}
@@ -436,7 +417,7 @@ func (s *spreader) take(ctx context.Context, st *slotState, limit int) error {
 
 // cleanStale takes each stale slot again and releases it; one another
 // connection holds is not this instance's concern any more.
-func (s *spreader) cleanStale(ctx context.Context, st *slotState) error {
+func (s *Spreader) cleanStale(ctx context.Context, st *slotState) error {
 	keep := st.stale[:0]
 	for _, k := range st.stale {
 		if st.lease != nil && k == st.j || slices.Contains(keep, k) {
@@ -462,7 +443,7 @@ func (s *spreader) cleanStale(ctx context.Context, st *slotState) error {
 // member keeps this instance's subscription to the members queue for as
 // long as ctx lasts, subscribing again after anything but a closed
 // transport, which it reports on fatal.
-func (s *spreader) member(ctx context.Context, fatal chan<- error) {
+func (s *Spreader) member(ctx context.Context, fatal chan<- error) {
 	members := s.membersQueue().Name
 	failures := 0
 	for {
@@ -478,7 +459,7 @@ func (s *spreader) member(ctx context.Context, fatal chan<- error) {
 		}
 		if err != nil {
 			s.log.Warn("acemq: ordered queue's member subscription ended; subscribing again",
-				"queue", s.queue, "members", members, "err", err)
+				"queue", s.queue, "members", members, "error", err)
 		}
 		if errors.Is(err, transport.ErrNotFound) {
 			// run's tick declares it again too; whoever is first wins.
@@ -496,7 +477,7 @@ func (s *spreader) member(ctx context.Context, fatal chan<- error) {
 
 // release gives the slot up when run ends; ctx has usually ended, so it
 // has a few seconds of its own.
-func (s *spreader) release(ctx context.Context, st *slotState) {
+func (s *Spreader) release(ctx context.Context, st *slotState) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := s.cleanStale(rctx, st); err == nil && len(st.stale) > 0 {
@@ -508,7 +489,7 @@ func (s *spreader) release(ctx context.Context, st *slotState) {
 		return
 	}
 	if err := st.lease.Release(rctx); err != nil && !errors.Is(err, transport.ErrClosed) {
-		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "err", err)
+		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "error", err)
 	}
 	st.lease, st.j = nil, -1
 }

@@ -1,0 +1,202 @@
+package ordering
+
+import (
+	"context"
+	"time"
+
+	"github.com/acemq/acemq/transport"
+)
+
+// MaxInPlaceDelay is RabbitMQ's delivery timeout (consumer_timeout) as
+// older 3.x releases set it: a delivery unacked for longer closes its
+// channel, so the waits of an ordered delivery's retries in place must stay
+// under it.
+const MaxInPlaceDelay = 15 * time.Minute
+
+// Delivery is the attempt's delivery: from its partition, or from its
+// key's held queue during a release.
+func (a *Attempt) Delivery() transport.Delivery { return a.d }
+
+// Number is the attempt to run, after a retry in place; 0 before any
+// (the envelope's own attempt count holds).
+func (a *Attempt) Number() int { return a.attempt }
+
+// LastErr is the reason of the attempt before, after a retry in place.
+func (a *Attempt) LastErr() string { return a.lastErr }
+
+// Partition is the partition the delivery came from.
+func (a *Attempt) Partition() int { return a.p.i }
+
+// InPlace records a retry in place: the next attempt is number next, after
+// an attempt that failed for reason. It returns the wait before it, delay
+// cut so that the waits in place stay under MaxInPlaceDelay in all.
+func (a *Attempt) InPlace(next int, reason string, delay time.Duration) time.Duration {
+	delay = min(delay, max(MaxInPlaceDelay-a.waited, 0))
+	a.attempt, a.lastErr, a.waited = next, reason, a.waited+delay
+	return delay
+}
+
+// Fail carries out a failure for good of message id: with BlockOnFailure
+// it blocks the delivery's key first (recording reason), then runs move,
+// each step tried until it works. When the partition stops (or ctx ends)
+// first, the delivery is given back to the broker unsettled and Fail
+// returns the error of the step that last failed; what is the move, for
+// the log.
+func (a *Attempt) Fail(ctx context.Context, id, reason, what string, move func() error) error {
+	o := a.run
+	if o.cfg.BlockOnFailure && a.key != "" {
+		if err := o.retrying(ctx, a, "blocking its key", func() error {
+			return o.reg.block(ctx, a.key, id, reason, a.p.i)
+		}); err != nil {
+			o.giveBack(a)
+			return err
+		}
+		a.blocked = true
+	}
+	if err := o.retrying(ctx, a, what, move); err != nil {
+		o.giveBack(a)
+		return err
+	}
+	return nil
+}
+
+// retrying runs step until it works, pausing between failures as the
+// host's failed moves do, and returns the last error when it's partition
+// stopped (or the Conn closed) first; nil once step worked.
+func (o *Run) retrying(ctx context.Context, it *Attempt, what string, step func() error) error {
+	for {
+		err := step()
+		if err == nil {
+			return nil
+		}
+		pause := o.host.Backoff(true)
+		o.cfg.logger().Warn("acemq: settling a delivery of an ordered queue failed; trying again",
+			"queue", o.cfg.Queue, "partition", it.p.i, "step", what, "retry_in", pause, "error", err)
+		if o.stopped(it.p) || ctx.Err() != nil {
+			return err
+		}
+		Sleep(it.p.ctx, pause)
+		if o.stopped(it.p) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// Sleep waits for d or until ctx ends. It is the one pause of the
+// delivery path: the root's failed moves wait with it too.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// giveBack returns a delivery whose settlement could not be carried out
+// to the broker unsettled: a partition's delivery comes back when the
+// channel closes, in order; a held one goes back to its held queue.
+func (o *Run) giveBack(it *Attempt) {
+	if it.fromHeld {
+		_ = it.d.Nack(true)
+	} else {
+		_ = it.d.Release()
+	}
+}
+
+// hold moves a delivery of a blocked key to the key's held queue (declared
+// on first use), confirmed before the ack, as it arrived.
+func (o *Run) hold(ctx context.Context, it *Attempt) {
+	q := HeldQueue(o.cfg.Queue, it.key)
+	msg := it.d.Message
+	msg.Exchange, msg.RoutingKey = "", q
+	err := o.retrying(ctx, it, "holding it in "+q, func() error {
+		if err := o.reg.declareHeld(ctx, it.key); err != nil {
+			return err
+		}
+		ackErr, err := o.host.Relocate(ctx, msg, &it.d)
+		if ackErr != nil {
+			o.cfg.logger().Warn("acemq: acking a held delivery failed; the broker will deliver it again",
+				"queue", o.cfg.Queue, "id", it.d.MessageID, "error", ackErr)
+		}
+		return err
+	})
+	if err != nil {
+		_ = it.d.Release()
+		return
+	}
+	o.host.Backoff(false)
+}
+
+// releaseKey carries out a release of it's key: the held messages are
+// handled in order (each as usual, retries in place included), the held
+// queue deleted, the marker removed, and the control message acked last.
+// A held message that fails for good blocks the key again and ends the
+// release. When the partition stops first, the control message goes back
+// and the next holder goes on where this one stopped.
+func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
+	if !o.cfg.BlockOnFailure || it.key == "" || !o.reg.IsBlocked(it.key) {
+		o.ackControl(it) // nothing blocked here: a release repeated, or for another consumer
+		return
+	}
+	q := HeldQueue(o.cfg.Queue, it.key)
+	drained := 0
+	for {
+		if o.stopped(it.p) {
+			_ = it.d.Release()
+			return
+		}
+		d, ok, err := o.cfg.T.Get(ctx, q)
+		if err != nil && !isNotFound(err) {
+			if o.retrying(ctx, it, "reading "+q, func() error { return err }) != nil {
+				_ = it.d.Release()
+				return
+			}
+			continue
+		}
+		if !ok {
+			break
+		}
+		sub := &Attempt{run: o, d: d, p: it.p, key: it.key, fromHeld: true}
+		for {
+			retry, wait := o.host.Handle(ctx, sub)
+			if !retry {
+				break
+			}
+			Sleep(it.p.ctx, wait)
+			if o.stopped(it.p) {
+				_ = d.Nack(true)
+				_ = it.d.Release()
+				return
+			}
+		}
+		if sub.blocked {
+			o.cfg.logger().Warn("acemq: a held message failed for good; its key is blocked again",
+				"queue", o.cfg.Queue, "key", it.key, "id", d.MessageID, "released", drained)
+			o.ackControl(it)
+			return
+		}
+		drained++
+	}
+	if o.retrying(ctx, it, "unblocking the key", func() error {
+		if err := o.cfg.T.DeleteQueue(ctx, q); err != nil {
+			return err
+		}
+		return o.reg.unblock(ctx, it.key)
+	}) != nil {
+		_ = it.d.Release()
+		return
+	}
+	o.cfg.logger().Info("acemq: a blocked key was released", "queue", o.cfg.Queue, "key", it.key, "handled", drained)
+	o.ackControl(it)
+}
+
+// ackControl acks a release's control message, logging a failure: the
+// broker delivers it again, and a release of a key no longer blocked is
+// acked at once.
+func (o *Run) ackControl(it *Attempt) {
+	if err := it.d.Ack(); err != nil {
+		o.cfg.logger().Warn("acemq: acking a release of a key failed; the broker will deliver it again",
+			"queue", o.cfg.Queue, "key", it.key, "error", err)
+	}
+}
