@@ -153,6 +153,8 @@ type Transport struct {
 
 	pub atomic.Pointer[pubChannel] // a live publishing channel, or nil
 
+	keys keyLanes // the ordering keys' publishes in flight (pubkeys.go)
+
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context
 	stopFunc context.CancelFunc
@@ -397,6 +399,9 @@ func (t *Transport) Close() error {
 	t.stopFunc()
 	t.wg.Wait()
 	t.endLeases(nil)
+	for _, r := range t.keys.sweep() {
+		t.complete(r, errClosed("publish"))
+	}
 	for {
 		select {
 		case r := <-t.reqs:
