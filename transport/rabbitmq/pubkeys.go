@@ -42,7 +42,12 @@ type lane struct {
 type keyLanes struct {
 	mu    sync.Mutex
 	lanes map[laneID]*lane
+	free  []*lane // lanes gone, kept for reuse (a key's lane usually lives for one publish)
 }
+
+// maxFreeLanes bounds keyLanes.free: as many as the default confirm
+// window has publishes, each of which may be a lane of its own.
+const maxFreeLanes = DefaultConfirmWindow
 
 // laneOf returns the lane ID of a publish that carries an ordering key.
 func laneOf(exchange string, headers map[string]any) (laneID, bool) {
@@ -64,7 +69,13 @@ func (k *keyLanes) admit(r *pubReq) {
 	}
 	l := k.lanes[r.laneID]
 	if l == nil {
-		l = &lane{id: r.laneID}
+		if n := len(k.free); n > 0 {
+			l = k.free[n-1]
+			k.free = k.free[:n-1]
+			l.id = r.laneID
+		} else {
+			l = &lane{id: r.laneID}
+		}
 		k.lanes[r.laneID] = l
 	}
 	l.pending = append(l.pending, r)
@@ -126,10 +137,18 @@ func (k *keyLanes) leave(r *pubReq) []*pubReq {
 		if p != r {
 			continue
 		}
-		if i == 0 {
+		switch {
+		case len(l.pending) == 1:
+			l.pending[0] = nil
+			l.pending = l.pending[:0] // keeps its room for the next
+		case i == 0:
+			l.pending[0] = nil        // no body kept alive by the array
 			l.pending = l.pending[1:] // the usual case: no copy
-		} else {
-			l.pending = append(l.pending[:i], l.pending[i+1:]...)
+		default:
+			last := len(l.pending) - 1
+			copy(l.pending[i:], l.pending[i+1:])
+			l.pending[last] = nil
+			l.pending = l.pending[:last]
 		}
 		break
 	}
@@ -140,6 +159,10 @@ func (k *keyLanes) leave(r *pubReq) []*pubReq {
 	}
 	if len(l.pending) == 0 {
 		delete(k.lanes, l.id)
+		if len(k.free) < maxFreeLanes {
+			*l = lane{pending: l.pending[:0]}
+			k.free = append(k.free, l)
+		}
 		return nil
 	}
 	return l.releaseLocked()
