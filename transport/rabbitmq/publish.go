@@ -43,10 +43,11 @@ type pubReq struct {
 	// written alone, and at maxStrikes it fails.
 	strikes int
 	// A publish with an ordering key (header x-acemq-key) travels in its
-	// key's lane (see pubkeys.go): laneID names it, lane is set from the
-	// moment the transport takes it until it completes, and flying (written
-	// and unconfirmed) and held (waiting in the lane for the publishes
-	// before it) are guarded by keyLanes.mu.
+	// key's lane (see pubkeys.go): keyed says it does (a direct reply-to
+	// request, bound to its channel, never does), laneID names the lane,
+	// lane is set from the moment the transport takes it until it
+	// completes, and flying (written and unconfirmed) and held (waiting in
+	// the lane for the publishes before it) are guarded by keyLanes.mu.
 	laneID laneID
 	keyed  bool
 	lane   *lane
@@ -265,9 +266,8 @@ func (r *pubReq) what() string {
 
 // complete gives back req's window token and delivers its outcome; the
 // token goes first, so a caller told its outcome no longer counts in
-// Outstanding.
-// A keyed publish leaves its lane first, and the publishes of its key that
-// waited for it go to the writers.
+// Outstanding. A keyed publish leaves its lane first, and the publishes of
+// its key that waited for it go to the writers.
 func (t *Transport) complete(r *pubReq, err error) {
 	var next []*pubReq
 	if r.lane != nil {
