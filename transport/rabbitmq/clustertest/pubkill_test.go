@@ -81,7 +81,7 @@ func TestOrderedPublisherNodeKilled(t *testing.T) {
 	// batch of 10 numbers of one key at a time. The node dies once a third
 	// of the batches are confirmed.
 	bp := pub.Transport().(transport.BatchPublisher)
-	var sent atomic.Int64
+	var sent, inFlight atomic.Int64
 	killAt := int64(keys * per / batch / 3)
 	killedAt := make(chan time.Time, 1)
 	var failedMu sync.Mutex
@@ -124,6 +124,7 @@ func TestOrderedPublisherNodeKilled(t *testing.T) {
 						}
 					}
 					if sent.Add(1) == killAt {
+						inFlight.Store(int64(pubTr.Outstanding()))
 						if err := killed.Kill(); err != nil {
 							t.Errorf("killing %s: %v", killed.Name, err)
 							return
@@ -144,8 +145,8 @@ func TestOrderedPublisherNodeKilled(t *testing.T) {
 	default:
 		t.Fatal("the publisher's node was never killed")
 	}
-	t.Logf("%d messages published in %v; %s, the publisher's node, SIGKILLed %v after the first publish; the publisher is on %s now",
-		keys*per, time.Since(start).Round(time.Millisecond), killed.Name, at.Sub(start).Round(time.Millisecond), pubTr.Node())
+	t.Logf("%d messages published in %v; %s, the publisher's node, SIGKILLed %v after the first publish with %d publishes unconfirmed; the publisher is on %s now",
+		keys*per, time.Since(start).Round(time.Millisecond), killed.Name, at.Sub(start).Round(time.Millisecond), inFlight.Load(), pubTr.Node())
 
 	for wait := time.Now().Add(time.Minute); rec.total() < keys*per; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(wait) {
