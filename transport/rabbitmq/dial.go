@@ -65,7 +65,8 @@ type Config struct {
 	// measurement on your broker says otherwise. A publish to a missing
 	// exchange never closes a publishing channel (the exchange is checked
 	// first, on a channel of its own), so one channel is not a single point
-	// of failure.
+	// of failure. The publishes of one ordering key stay on one channel
+	// while any of them is in flight (see Transport.Publish).
 	Channels int
 
 	// MinBackoff and MaxBackoff bound the pause between rounds of
