@@ -251,7 +251,9 @@ type BatchPublisher interface {
 	// confirmed or has failed. The result has one error per message, in ms's
 	// order: nil for a confirmed one, otherwise what Publish would have
 	// returned for it. When ctx ends, the messages not yet confirmed fail
-	// with ctx's error.
+	// with ctx's error. Messages with one ordering key (header
+	// x-acemq-key) reach the broker in ms's order, also when some are sent
+	// again after a connection loss (SPEC §16: SendAll in slice order).
 	PublishBatch(ctx context.Context, ms []Message) []error
 }
 

@@ -65,7 +65,8 @@ type Config struct {
 	// measurement on your broker says otherwise. A publish to a missing
 	// exchange never closes a publishing channel (the exchange is checked
 	// first, on a channel of its own), so one channel is not a single point
-	// of failure.
+	// of failure. The publishes of one ordering key stay on one channel
+	// while any of them is in flight (see Transport.Publish).
 	Channels int
 
 	// MinBackoff and MaxBackoff bound the pause between rounds of
@@ -155,6 +156,8 @@ type Transport struct {
 	exchanges exchangeCheck // the exchanges known to exist
 
 	pub atomic.Pointer[pubChannel] // a live publishing channel, or nil
+
+	keys keyLanes // the ordering keys' publishes in flight (pubkeys.go)
 
 	closing  chan struct{} // closed by Close
 	stopCtx  context.Context
@@ -410,6 +413,9 @@ func (t *Transport) Close() error {
 	t.stopFunc()
 	t.wg.Wait()
 	t.endLeases(nil)
+	for _, r := range t.keys.sweep() {
+		t.complete(r, errClosed("publish"))
+	}
 	for {
 		select {
 		case r := <-t.reqs:

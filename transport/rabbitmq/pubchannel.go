@@ -292,10 +292,14 @@ func (pc *pubChannel) write(r *pubReq) bool {
 		t.requeue(pc.src, r, errConnectionLost)
 		return false
 	}
+	if r.lane != nil && !t.keys.fly(r, pc) {
+		return true // held in its key's lane, which sends it on later
+	}
 	tag := pc.next + 1
 	pc.mu.Lock()
 	if pc.dead {
 		pc.mu.Unlock()
+		t.land(r, pc, false, false)
 		t.requeue(pc.src, r, errConnectionLost)
 		return false
 	}
@@ -320,6 +324,7 @@ func (pc *pubChannel) write(r *pubReq) bool {
 		}
 		pc.mu.Unlock()
 		if own {
+			t.land(r, pc, false, false)
 			t.requeue(pc.src, r, err)
 		}
 		return false
@@ -383,6 +388,9 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 	}
 	pc.acked = pc.acked || ack
 	pc.mu.Unlock()
+	if r != nil {
+		pc.t.land(r, pc, true, ack)
+	}
 	switch {
 	case r == nil:
 	case !ack:
@@ -463,9 +471,12 @@ func (pc *pubChannel) die(cause error) {
 	}
 	pc.inflight = nil
 	pc.mu.Unlock()
+	t := pc.t
+	for _, r := range reqs {
+		t.land(r, pc, false, false)
+	}
 	close(pc.died)
 
-	t := pc.t
 	named := map[string]bool{}
 	if isSoftError(cause) {
 		for _, r := range reqs {

@@ -42,6 +42,17 @@ type pubReq struct {
 	// a reason for naming nothing (see pubChannel.die); above zero it is
 	// written alone, and at maxStrikes it fails.
 	strikes int
+	// A publish with an ordering key (header x-acemq-key) travels in its
+	// key's lane (see pubkeys.go): keyed says it does (a direct reply-to
+	// request, bound to its channel, never does), laneID names the lane,
+	// lane is set from the moment the transport takes it until it
+	// completes, and flying (written and unconfirmed) and held (waiting in
+	// the lane for the publishes before it) are guarded by keyLanes.mu.
+	laneID laneID
+	keyed  bool
+	lane   *lane
+	flying bool
+	held   bool
 }
 
 func (r *pubReq) abandoned() bool { return r.ctx.Err() != nil }
@@ -74,6 +85,16 @@ func (r *pubReq) mandatory() bool {
 // or the connection for no reason it names (a frame it cannot parse, say)
 // is sent again alone, and fails with that reason once it was in flight at
 // two such closures.
+//
+// Publishes with an ordering key (a string in the header x-acemq-key) keep
+// the order in which the transport took them, per key and exchange: one is
+// written only after every earlier one of its key has been confirmed or
+// written before it on the same channel, and a key's first publish on a
+// channel is written alone, its successors following once the broker acked
+// it there. A publish lost with its channel or nacked is sent again before
+// any later one of its key; what the broker had taken before the loss
+// arrives a second time. A publish that fails for good, or whose caller
+// gave up, no longer holds the later ones back.
 func (t *Transport) Publish(ctx context.Context, m transport.Message) error {
 	if t.isClosed() {
 		return errClosed("publish")
@@ -93,7 +114,10 @@ func newPubReq(ctx context.Context, m transport.Message, resend bool) (*pubReq, 
 		return nil, fmt.Errorf("rabbitmq: publish to exchange %q, routing key %q: %w", wire.Clip(m.Exchange), wire.Clip(m.RoutingKey), err)
 	}
 	headers := wire.TableOf(m.Headers) // CheckMessage checked them
+	id, keyed := laneOf(m.Exchange, m.Headers)
 	return &pubReq{
+		laneID:   id,
+		keyed:    keyed && resend,
 		ctx:      ctx,
 		exchange: m.Exchange,
 		key:      m.RoutingKey,
@@ -135,6 +159,8 @@ func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
 // writers at once, so up to the window's worth are in flight while later
 // ones wait for room, and the confirms are awaited together once every
 // message is queued. The result has one error per message, in ms's order.
+// Messages of one ordering key reach the broker in ms's order, as
+// Publish's are kept in the order of their calls.
 func (t *Transport) PublishBatch(ctx context.Context, ms []transport.Message) []error {
 	return t.publishBatch(ctx, ms, nil)
 }
@@ -202,6 +228,9 @@ func (t *Transport) enqueueOrWrite(ctx context.Context, q chan *pubReq, req *pub
 	if err := t.acquire(ctx, req); err != nil {
 		return err
 	}
+	if req.keyed {
+		t.keys.admit(req)
+	}
 	if write && t.direct(req) {
 		return nil
 	}
@@ -211,8 +240,9 @@ func (t *Transport) enqueueOrWrite(ctx context.Context, q chan *pubReq, req *pub
 	case q <- req:
 		return nil
 	default:
-		<-t.slots
-		return fmt.Errorf("rabbitmq: %s: the publish queue is full", req.what())
+		err := fmt.Errorf("rabbitmq: %s: the publish queue is full", req.what())
+		t.complete(req, err)
+		return err
 	}
 }
 
@@ -236,13 +266,19 @@ func (r *pubReq) what() string {
 
 // complete gives back req's window token and delivers its outcome; the
 // token goes first, so a caller told its outcome no longer counts in
-// Outstanding.
+// Outstanding. A keyed publish leaves its lane first, and the publishes of
+// its key that waited for it go to the writers.
 func (t *Transport) complete(r *pubReq, err error) {
+	var next []*pubReq
+	if r.lane != nil {
+		next = t.keys.leave(r)
+	}
 	<-t.slots
 	select {
 	case r.done <- err:
 	default:
 	}
+	t.requeueAll(next)
 }
 
 // requeue hands a request whose channel died back to the writers, or
