@@ -1,0 +1,37 @@
+// Package blob carries payloads too large for one message: the bytes go to a
+// [Store] as a stream, and a small message names them.
+//
+// # Stores
+//
+// A [Store] keeps objects by ID. Every store makes the same promises, which
+// the conformance suite in blob/blobtest checks:
+//
+//   - Put reads all of its reader before the object becomes visible; a Put
+//     that fails (the reader's error, a cancelled ctx, a full disk) leaves
+//     nothing that Open can read.
+//   - Open streams from an offset without loading the whole object, and
+//     returns [ErrNotFound] for an object that is absent or past its expiry.
+//   - Delete of an absent object is not an error.
+//   - Expired lists the objects whose expiry is before a time: what [Sweep]
+//     may delete. Nothing else is ever deleted by a sweep.
+//
+// The stores shipped here are [Memory] (tests and the memory transport),
+// [Dir] (a directory on a local or shared file system) and [SQL] (chunk rows
+// in the service's own PostgreSQL or SQLite, through an outbox). Cloud
+// buckets (S3, GCS, Azure) are served by the module
+// github.com/acemq/acemq/blob/gocloud, kept apart so that its SDKs never
+// enter this module.
+//
+// # Expiry
+//
+// Every object has an expiry, given to Put. A store never deletes an object
+// on its own: an expired object is only hidden from Open, and stays on disk
+// (or in its table) until [Sweep] or Delete removes it. The zero time means
+// the object never expires.
+//
+// # Counting bytes
+//
+// [Counted] wraps any store and reports the bytes it stores and the bytes
+// read from it to a [Counter] of the caller's, never to a global registry:
+// two wrappers of one store count apart.
+package blob
