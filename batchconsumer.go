@@ -201,7 +201,7 @@ type batchRoute[T any] struct {
 // the type checks pick it as they pick a Handler's.
 func (r *batchRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
 	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
+	if err := e.conn.decode(ctx, d.ContentType, d.Body, &m.Payload, r.name); err != nil {
 		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
 	}
 	vs, seconds := r.run(ctx, e, []*Message[T]{m})
@@ -213,7 +213,7 @@ func (r *batchRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
 		m := &Message[T]{Envelope: it.ds.env, Queue: e.queue, Redelivered: it.d.Redelivered}
-		if err := e.conn.cfg.codecs.decode(it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
+		if err := e.conn.decode(it.ctx, it.d.ContentType, it.d.Body, &m.Payload, r.name); err != nil {
 			e.settle(it.ctx, *it.d, it.ds, verdict{outcome: OutcomeParked, reason: err.Error()}, -1)
 			continue
 		}

@@ -110,7 +110,7 @@ func (c *Conn) moveRaw(ctx context.Context, m RawMessage, from *transport.Delive
 		return nil, ErrClosed
 	}
 	defer c.publishes.done()
-	if err := checkMessage(&m); err != nil {
+	if err := errors.Join(checkMessage(&m), c.checkSize(&m)); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return nil, err
 	}

@@ -60,7 +60,7 @@ type typedRoute[T any] struct {
 func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
 	// The body decodes straight into the Message: one allocation, not two.
 	m := &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, r.name); err != nil {
+	if err := e.conn.decode(ctx, d.ContentType, d.Body, &m.Payload, r.name); err != nil {
 		return verdict{outcome: OutcomeParked, reason: err.Error()}, -1
 	}
 	start := nowNano()
