@@ -32,6 +32,7 @@ broker-plugins:
 # more for the checks.
 vet:
 	$(GO) vet -race ./...
+	cd blob/gocloud && $(GO) vet -race ./...
 	@test -z "$$(gofmt -l .)" || (echo "gofmt would change:"; gofmt -l .; exit 1)
 
 # vet, gofmt and staticcheck, pinned; installed into .bin on first use.
@@ -44,6 +45,7 @@ $(STATICCHECK):
 
 test-unit:
 	$(GO) test -race -count=1 $(PKGS)
+	cd blob/gocloud && $(GO) test -race -count=1 ./...
 
 # The fault and cluster tests skip unless their variable is set, so that
 # `go test ./...` never disturbs a broker; these targets set it.
