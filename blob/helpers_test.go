@@ -16,6 +16,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/blob"
+	"github.com/acemq/acemq/outbox"
 	"github.com/stretchr/testify/require"
 )
 
@@ -45,6 +46,8 @@ type storeKind struct {
 var stores = []storeKind{
 	{"memory", func(*testing.T) blob.Store { return blob.Memory() }},
 	{"dir", newDir},
+	{"sqlite", func(t *testing.T) blob.Store { return newSQLStore(t, openSQLite(t), outbox.SQLite) }},
+	{"postgres", func(t *testing.T) blob.Store { return newSQLStore(t, openPostgres(t), outbox.Postgres) }},
 }
 
 // manyPlaces are where the heaviest tests run: each store once, on a
@@ -56,6 +59,7 @@ var manyPlaces = []struct {
 }{
 	{brokers[0], stores[0]},
 	{brokers[1], stores[1]},
+	{brokers[1], stores[3]},
 }
 
 func newDir(t *testing.T) blob.Store {

@@ -2,6 +2,7 @@ package blob
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
@@ -43,3 +44,14 @@ func newInstruments(mp metric.MeterProvider) *instruments {
 
 func (i *instruments) Stored(n int64) { i.stored.Add(context.Background(), n) }
 func (i *instruments) Read(n int64)   { i.read.Add(context.Background(), n) }
+
+// SweepCounted runs Sweep on s at now and adds the objects it deleted to
+// MetricSwept on mp (the global provider when nil): the sweep of a service
+// that exports metrics, and of acemq blob sweep.
+func SweepCounted(ctx context.Context, s Store, now time.Time, mp metric.MeterProvider) (int, error) {
+	n, err := Sweep(ctx, s, now)
+	if n > 0 {
+		newInstruments(mp).swept.Add(ctx, int64(n))
+	}
+	return n, err
+}
