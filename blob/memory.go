@@ -37,7 +37,7 @@ func (m *memoryStore) Put(ctx context.Context, id string, r io.Reader, expires t
 	}
 	var buf bytes.Buffer
 	h := sha256.New()
-	n, err := copyCtx(ctx, io.MultiWriter(&buf, h), r, nil)
+	n, err := copyCtx(ctx, io.MultiWriter(&buf, h), r)
 	if err != nil {
 		return Info{}, fmt.Errorf("blob: put %q: %w", id, err)
 	}
