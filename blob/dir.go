@@ -106,7 +106,7 @@ func (d *dirStore) Put(ctx context.Context, id string, r io.Reader, expires time
 	}()
 	data, err := d.writeTemp(func(f *os.File) error {
 		h := sha256.New()
-		n, err := copyCtx(ctx, io.MultiWriter(f, h), r)
+		n, err := copyCtx(ctx, io.MultiWriter(f, h), r, nil)
 		if err != nil {
 			return err
 		}

@@ -60,8 +60,8 @@ func isExpired(expires, now time.Time) bool {
 
 // copyCtx copies r to w in ChunkSize pieces through a pooled buffer,
 // checking ctx before each read. A reader's error other than io.EOF is
-// returned as is.
-func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+// returned as is. each, when not nil, sees every piece before it is written.
+func copyCtx(ctx context.Context, w io.Writer, r io.Reader, each func([]byte) error) (int64, error) {
 	bp := getChunk()
 	defer putChunk(bp)
 	buf := *bp
@@ -72,6 +72,11 @@ func copyCtx(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
 		}
 		k, rerr := r.Read(buf)
 		if k > 0 {
+			if each != nil {
+				if err := each(buf[:k]); err != nil {
+					return n, err
+				}
+			}
 			wk, werr := w.Write(buf[:k])
 			n += int64(wk)
 			if werr != nil {
