@@ -12,7 +12,7 @@ import (
 	"github.com/acemq/acemq/blob"
 )
 
-func newDir(t *testing.T) (blob.Store, string) {
+func newDirStore(t *testing.T) (blob.Store, string) {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := blob.Dir(dir)
@@ -26,7 +26,7 @@ func newDir(t *testing.T) (blob.Store, string) {
 // holding the expiry, which is all Expired reads (it lists an object whose
 // data file is gone).
 func TestDirLayout(t *testing.T) {
-	s, dir := newDir(t)
+	s, dir := newDirStore(t)
 	ctx := t.Context()
 	exp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if _, err := s.Put(ctx, "Orders/42.pdf", strings.NewReader("%PDF"), exp); err != nil {
@@ -102,7 +102,7 @@ func TestDirBadInput(t *testing.T) {
 	if _, err := blob.Dir(f); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("Dir of a file: %v", err)
 	}
-	s, _ := newDir(t)
+	s, _ := newDirStore(t)
 	long := strings.Repeat("A", 100) // 300 bytes escaped
 	if _, err := s.Put(t.Context(), long, strings.NewReader("x"), time.Time{}); err == nil || !strings.Contains(err.Error(), "too long") {
 		t.Errorf("Put of a 100-byte upper-case ID: %v; want too long", err)
