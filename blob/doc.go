@@ -17,17 +17,23 @@
 //
 // The stores shipped here are [Memory] (tests and the memory transport),
 // [Dir] (a directory on a local or shared file system) and [SQL] (chunk rows
-// in the service's own PostgreSQL or SQLite, through an outbox). Cloud
-// buckets (S3, GCS, Azure) are served by the module
-// github.com/acemq/acemq/blob/gocloud, kept apart so that its SDKs never
-// enter this module.
+// in the service's own PostgreSQL or SQLite, through an outbox; its
+// [SQLStore.Migrate] creates the tables). Cloud buckets (S3, GCS, Azure)
+// are served by the module github.com/acemq/acemq/blob/gocloud, kept apart
+// so that its SDKs never enter this module. Each streams in pieces of
+// [ChunkSize] bytes: no store built here holds a whole object in memory,
+// except Memory.
+//
+// A store of your own passes the conformance suite in package
+// github.com/acemq/acemq/blob/blobtest.
 //
 // # Expiry
 //
 // Every object has an expiry, given to Put. A store never deletes an object
 // on its own: an expired object is only hidden from Open, and stays on disk
-// (or in its table) until [Sweep] or Delete removes it. The zero time means
-// the object never expires.
+// (or in its table or bucket) until [Sweep] or Delete removes it. The zero
+// time means the object never expires. Stores compare expiries with this
+// process's clock.
 //
 // # Counting bytes
 //

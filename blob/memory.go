@@ -1,7 +1,6 @@
 package blob
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -14,8 +13,9 @@ import (
 
 // Memory returns a Store that keeps its objects in the process's memory:
 // for tests and for the memory transport. Its objects are lost with the
-// process, and each one takes its whole size in memory (a Put buffers its
-// object before making it visible; readers share the stored bytes).
+// process, and each one takes its whole size in memory, in pieces of
+// ChunkSize bytes (a Put gathers its object before making it visible;
+// readers share the stored pieces, copying nothing).
 func Memory() Store {
 	return &memoryStore{objects: make(map[string]*memoryObject)}
 }
@@ -26,8 +26,10 @@ type memoryStore struct {
 }
 
 // memoryObject is never changed once stored: a Put replaces the pointer.
+// Every chunk but the last holds ChunkSize bytes.
 type memoryObject struct {
-	data    []byte
+	chunks  [][]byte
+	size    int64
 	expires time.Time
 }
 
@@ -35,16 +37,36 @@ func (m *memoryStore) Put(ctx context.Context, id string, r io.Reader, expires t
 	if err := checkPut(id, r); err != nil {
 		return Info{}, err
 	}
-	var buf bytes.Buffer
+	o := &memoryObject{expires: expires}
 	h := sha256.New()
-	n, err := copyCtx(ctx, io.MultiWriter(&buf, h), r, nil)
-	if err != nil {
+	for {
+		if err := ctx.Err(); err != nil {
+			return Info{}, fmt.Errorf("blob: put %q: %w", id, err)
+		}
+		c := make([]byte, ChunkSize)
+		n, err := io.ReadFull(r, c)
+		if n > 0 {
+			h.Write(c[:n])
+			if n < ChunkSize { // the last: keep only its bytes
+				c = append([]byte(nil), c[:n]...)
+			}
+			o.chunks = append(o.chunks, c[:n:n])
+			o.size += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return Info{}, fmt.Errorf("blob: put %q: %w", id, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
 		return Info{}, fmt.Errorf("blob: put %q: %w", id, err)
 	}
-	info := Info{ID: id, Size: n}
+	info := Info{ID: id, Size: o.size}
 	h.Sum(info.SHA256[:0])
 	m.mu.Lock()
-	m.objects[id] = &memoryObject{data: buf.Bytes(), expires: expires}
+	m.objects[id] = o
 	m.mu.Unlock()
 	return info, nil
 }
@@ -59,8 +81,32 @@ func (m *memoryStore) Open(ctx context.Context, id string, offset int64) (io.Rea
 	if o == nil || isExpired(o.expires, time.Now()) {
 		return nil, notFound(id)
 	}
-	offset = min(offset, int64(len(o.data)))
-	return &ctxReader{ctx: ctx, r: bytes.NewReader(o.data[offset:])}, nil
+	r := &chunksReader{chunks: o.chunks}
+	if offset < o.size {
+		r.chunks = o.chunks[offset/ChunkSize:]
+		r.at = int(offset % ChunkSize)
+	} else {
+		r.chunks = nil
+	}
+	return &ctxReader{ctx: ctx, r: r}, nil
+}
+
+// chunksReader reads a memory object's chunks from at in the first.
+type chunksReader struct {
+	chunks [][]byte
+	at     int
+}
+
+func (r *chunksReader) Read(p []byte) (int, error) {
+	for len(r.chunks) > 0 && r.at >= len(r.chunks[0]) {
+		r.chunks, r.at = r.chunks[1:], 0
+	}
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0][r.at:])
+	r.at += n
+	return n, nil
 }
 
 func (m *memoryStore) Delete(ctx context.Context, id string) error {

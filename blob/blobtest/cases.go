@@ -313,7 +313,9 @@ func (s suite) concurrentSame(t *testing.T) {
 	readErr := make(chan error, 2)
 	for range 2 {
 		readers.Go(func() {
-			for {
+			// At most 20 reads each: enough to overlap the Puts without
+			// spinning the CPU that the parallel subtests share.
+			for range 20 {
 				select {
 				case <-stop:
 					return
