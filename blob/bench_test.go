@@ -17,7 +17,7 @@ import (
 // BenchmarkPayload1GiB streams 1 GiB through Send and a handler's Reader
 // (which checks the SHA-256), and, in the same op on the same store, the
 // baseline: io.Copy of the same bytes into the store (Put) and out of it
-// (Open, to io.Discard). It reports both rates, their ratio
+// (Open, to io.Discard), each twice, in the order copy, blob, blob, copy. It reports both rates, their ratio
 // (blob/copy; the target is 0.8 or more) and the peak heap of the blob
 // run.
 func BenchmarkPayload1GiB(b *testing.B) {
@@ -47,9 +47,9 @@ func BenchmarkPayload1GiB(b *testing.B) {
 			p := blob.NewPublisher[meta](c, s, "", q)
 			var copyTime, blobTime time.Duration
 			var peak uint64
-			b.SetBytes(size)
+			b.SetBytes(4 * size)
 			b.ResetTimer()
-			for i := range b.N {
+			copyOnce := func(i int) {
 				start := time.Now()
 				id := "bench-copy"
 				if _, err := s.Put(b.Context(), id, payload(uint64(i), size), time.Now().Add(time.Hour)); err != nil {
@@ -67,10 +67,11 @@ func BenchmarkPayload1GiB(b *testing.B) {
 				if err := s.Delete(b.Context(), id); err != nil {
 					b.Fatal(err)
 				}
-
+			}
+			blobOnce := func(i int) {
 				runtime.GC()
 				heap := sampleHeap()
-				start = time.Now()
+				start := time.Now()
 				if _, err := p.Send(b.Context(), meta{}, payload(uint64(i), size)); err != nil {
 					b.Fatal(err)
 				}
@@ -80,8 +81,16 @@ func BenchmarkPayload1GiB(b *testing.B) {
 				blobTime += time.Since(start)
 				peak = max(peak, heap.end())
 			}
+			for i := range b.N {
+				// copy, blob, blob, copy: neither gains from going first
+				// (a warm cache, a quiet disk) on a machine that is shared.
+				copyOnce(i)
+				blobOnce(i)
+				blobOnce(i)
+				copyOnce(i)
+			}
 			b.StopTimer()
-			mb := float64(size) * float64(b.N) / 1e6
+			mb := 2 * float64(size) * float64(b.N) / 1e6 // each path ran twice
 			b.ReportMetric(mb/copyTime.Seconds(), "copy-MB/s")
 			b.ReportMetric(mb/blobTime.Seconds(), "blob-MB/s")
 			b.ReportMetric(copyTime.Seconds()/blobTime.Seconds(), "ratio")

@@ -40,4 +40,30 @@
 // [Counted] wraps any store and reports the bytes it stores and the bytes
 // read from it to a [Counter] of the caller's, never to a global registry:
 // two wrappers of one store count apart.
+//
+// # Sending and handling a payload
+//
+// [Publisher.Send] streams an io.Reader into a store and then publishes a
+// small message, an [Envelope] of the caller's metadata and the object's
+// [Ref], through an ordinary acemq.Publisher (interceptors, confirms,
+// mandatory routing); a failed publish deletes the object. [Put] does the
+// first half alone, for a send through an outbox. [Handle] turns a
+// [Handler] into the acemq.Handler of the Envelope: the handler reads the
+// object through a [Reader], which reads at most two chunks ahead and
+// returns io.EOF only once the size and SHA-256 match the Ref; a corrupt
+// object ([ErrCorrupt]) or a gone one goes to the queue's .dlq. Every
+// delivery reads the object afresh, so retries and replays see it whole,
+// and nothing is acked before the handler returned.
+//
+// The default expiry ([DefaultExpiry]) is the consumers' retry ladder plus
+// a week in .dlq or .parked: an object outlives every delivery of its
+// message. [DeleteOnDone] deletes it once its message is acked.
+//
+// # Claim checks
+//
+// [WithClaimCheck] makes a Conn store every encoded body over a threshold
+// and send its Ref instead, and load it back before the decode, so any
+// acemq.Publisher and Consumer of T carry large values unchanged.
+//
+// docs/payloads.md has the whole story: which store when, expiry, limits.
 package blob
