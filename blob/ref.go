@@ -56,14 +56,6 @@ func (r Ref) digest() (d [32]byte) {
 	return d
 }
 
-// expiry renders r's expiry for an error.
-func (r Ref) expiry() string {
-	if r.Expires.IsZero() {
-		return "it had no expiry"
-	}
-	return "it expires at " + r.Expires.UTC().Format(time.RFC3339)
-}
-
 // RefOf finds the Ref in a message body, as tools reading a queue need it
 // (acemq peek and replay): the claim of a claim-checked body (content type
 // acemq.ClaimCheckContentType), or the ref of a Publisher's Envelope in
