@@ -1,10 +1,10 @@
 # acemq — see README.md.
 GO      ?= go
-# Two modules, one workspace (go.work): the root, and acemqtest/container,
-# a module of its own so that the root's users carry no Docker client in
-# their module graph. ./... stops at a nested module, so every target that
-# covers the whole tree names both.
-MODULES := ./... ./acemqtest/container/...
+# Three modules, one workspace (go.work): the root, acemqtest/container and
+# blob/gocloud, modules of their own so that the root's users carry no
+# Docker client and no cloud SDK in their module graph. ./... stops at a
+# nested module, so every target that covers the whole tree names all three.
+MODULES := ./... ./acemqtest/container/... ./blob/gocloud/...
 PKGS    := $(shell $(GO) list $(MODULES) | grep -v -e /faulttest -e /clustertest)
 FAULT   := ./transport/rabbitmq/faulttest
 CLUSTER := ./transport/rabbitmq/clustertest
@@ -50,17 +50,19 @@ $(STATICCHECK):
 test-unit:
 	$(GO) test -race -count=1 $(PKGS)
 
-# go mod tidy for both modules. go mod tidy ignores go.work, and the
-# container module requires the root at a placeholder version until the
-# root is tagged (go.work's replace stands in for it here), so its tidy runs
-# with that replace put in its go.mod for the while, and taken out again:
+# go mod tidy for every module. go mod tidy ignores go.work, and the
+# nested modules require the root at a placeholder version until the
+# root is tagged (go.work's replace stands in for it here), so their tidy runs
+# with that replace put in their go.mod for the while, and taken out again:
 # the go.mod users resolve has none.
 tidy:
 	GOWORK=off $(GO) mod tidy
-	cd acemqtest/container && \
+	for m in acemqtest/container blob/gocloud; do \
+	  (cd $$m && \
 	  $(GO) mod edit -replace github.com/acemq/acemq=../.. && \
 	  GOWORK=off $(GO) mod tidy; status=$$?; \
-	  $(GO) mod edit -dropreplace github.com/acemq/acemq; exit $$status
+	  $(GO) mod edit -dropreplace github.com/acemq/acemq; exit $$status) || exit 1; \
+	done
 
 # The fault and cluster tests skip unless their variable is set, so that
 # `go test ./...` never disturbs a broker; these targets set it.

@@ -185,7 +185,7 @@ func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	msgs := make([]*Message[T], 0, len(items))
 	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
-		m, v, ok := decodeMessage[T](e, *it.d, it.ds.env, r.name)
+		m, v, ok := decodeMessage[T](it.ds, e, *it.d, it.ds.env, r.name)
 		if !ok {
 			e.settle(it.ds, *it.d, it.ds, v, -1, plainFate{})
 			continue

@@ -125,7 +125,7 @@ func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 		return ErrClosed
 	}
 	defer c.publishes.done()
-	if err := checkMessage(&m); err != nil {
+	if err := errors.Join(checkMessage(&m), c.checkSize(&m)); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return err
 	}

@@ -32,6 +32,9 @@ type connConfig struct {
 	onSettled     []func(context.Context, Settlement)
 	confirmWindow int
 	quorumQueues  bool
+	bodyStore     BodyStore // claimcheck.go
+	offloadAbove  int
+	maxMessage    int
 	errs          []error
 }
 

@@ -288,14 +288,14 @@ func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m Raw
 	}
 	if p.raw {
 		m.Body = []byte(any(v).(Raw))
-		return m, false, nil
+		return m, false, p.conn.encoded(ctx, &m)
 	}
 	body, err := codec.Encode(v)
 	if err != nil {
 		return m, false, fmt.Errorf("acemq: encoding a %s as %s: %w", p.cfg.typeName, m.ContentType, err)
 	}
 	m.Body = body
-	return m, false, nil
+	return m, false, p.conn.encoded(ctx, &m)
 }
 
 // noSendOptions is the configuration of a Send given no options. It is

@@ -70,7 +70,7 @@ type typedRoute[T any] struct {
 // gets it as a batch of one, in ctx, the batch's context (batchMode hands
 // a batch that has one delivery left after prepare here).
 func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	m, v, ok := decodeMessage[T](e, d, env, r.name)
+	m, v, ok := decodeMessage[T](ctx, e, d, env, r.name)
 	if !ok {
 		return v, -1
 	}
@@ -88,11 +88,12 @@ func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delive
 
 // decodeMessage decodes d's body for a handler of T named name: the one
 // decode of every mode, after screen passed the delivery. A body that does
-// not decode gets the verdict that parks it, and ok false.
-func decodeMessage[T any](e *engine, d transport.Delivery, env *Envelope, name string) (m *Message[T], v verdict, ok bool) {
+// not decode (or whose claim-checked body cannot be loaded back, see
+// WithBodyStore) gets the verdict that parks it, and ok false.
+func decodeMessage[T any](ctx context.Context, e *engine, d transport.Delivery, env *Envelope, name string) (m *Message[T], v verdict, ok bool) {
 	// The body decodes straight into the Message: one allocation, not two.
 	m = &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.cfg.codecs.decode(d.ContentType, d.Body, &m.Payload, name); err != nil {
+	if err := e.conn.decode(ctx, d.ContentType, d.Body, &m.Payload, name); err != nil {
 		return nil, verdict{outcome: OutcomeParked, reason: err.Error()}, false
 	}
 	return m, verdict{}, true

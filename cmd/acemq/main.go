@@ -5,11 +5,12 @@
 //
 //	acemq [-url URL] [-timeout D] stats QUEUE... [-delays D,D...]
 //	acemq [-url URL] [-timeout D] peek QUEUE [-n N] [-body BYTES] [-v]
-//	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D]
+//	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D] [-store SPEC]
 //	acemq [-url URL] [-timeout D] keys list QUEUE
 //	acemq [-url URL] [-timeout D] keys release QUEUE KEY
 //	acemq outbox dead [-db URL] [-table T] [-n N]
 //	acemq outbox replay [-db URL] [-table T] (ID... | -all)
+//	acemq blob sweep -store dir:PATH|postgres://...|sqlite:PATH [-table T]
 //	acemq saga show -db URL NAME ID
 //	acemq saga list -db URL NAME [-open] [-limit N]
 //

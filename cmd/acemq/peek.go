@@ -116,6 +116,7 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	field("reply to", env.ReplyTo)
 	field("key", env.Key)
 	field("content", fmt.Sprintf("%s, %d bytes", orNone(d.ContentType), len(d.Body)))
+	field("blob", blobLine(d.ContentType, d.Body))
 	if d.Redelivered {
 		field("redelivered", "yes")
 	}

@@ -32,6 +32,7 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	types := fs.String("type", "", "move only messages whose envelope Type is one of these (comma-separated); the rest stay")
 	rate := fs.Float64("rate", 0, "move at most this many messages a second (0: as fast as the broker confirms)")
 	every := fs.Duration("progress", 2*time.Second, "print a progress line this often (0: never)")
+	storeSpec := fs.String("store", "", "first report the messages whose large-payload object this store (dir:PATH, postgres://..., sqlite:PATH) no longer has")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -67,6 +68,11 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 	ordered, err := patterns.OrderedTarget(ctx, mq.Transport(), to)
 	if err != nil {
 		return fmt.Errorf("acemq: replay: the target queue %s: %w", to, err)
+	}
+	if *storeSpec != "" {
+		if err := c.reportGone(ctx, mq, from, *storeSpec, info.Messages); err != nil {
+			return err
+		}
 	}
 	through := ""
 	if ordered {
