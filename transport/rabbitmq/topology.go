@@ -150,6 +150,13 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 	return false
 }
 
+// impliedType reports whether q is a classic queue whose type the
+// transport names itself (x-queue-type: classic), rather than its caller.
+func impliedType(q transport.Queue) bool {
+	_, named := q.Args["x-queue-type"]
+	return !q.Quorum && !named
+}
+
 // validate refuses what the broker would refuse or mangle (internal/wire
 // holds those rules for both transports), and what this transport cannot
 // declare.
@@ -195,6 +202,13 @@ func validate(it transport.Topology) error {
 	return nil
 }
 
+// declareOne declares it on ch. Every queue names its type
+// (x-queue-type), so that a vhost whose default queue type is quorum does
+// not turn a retry tier or a transient queue into a quorum queue. A queue
+// declared without a type before is classic in a vhost of the default
+// kind, and RabbitMQ takes the typed declaration as the same; in a vhost
+// whose default is quorum it is a quorum queue, and the declaration
+// conflicts (docs/rabbitmq.md, "Queue types").
 func declareOne(ch *amqp.Channel, it transport.Topology) error {
 	switch v := it.(type) {
 	case transport.Exchange:
@@ -214,11 +228,17 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 		if err != nil { // validate refuses these first: this is a safety net
 			return fmt.Errorf("rabbitmq: declare queue %q: arguments: %w", v.Name, err)
 		}
-		if v.Quorum {
+		switch {
+		case v.Quorum:
 			if args == nil {
 				args = amqp.Table{}
 			}
 			args["x-queue-type"] = amqp.QueueTypeQuorum
+		case impliedType(v):
+			if args == nil {
+				args = amqp.Table{}
+			}
+			args["x-queue-type"] = amqp.QueueTypeClassic
 		}
 		if _, err := ch.QueueDeclare(v.Name, !v.Transient, false, false, false, args); err != nil {
 			return classify("declare", "queue", v.Name, err)
