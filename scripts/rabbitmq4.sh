@@ -236,7 +236,7 @@ fi
 version=$(chroot "$ROOT" dpkg-query -W -f '${Version}' rabbitmq-server)
 erlang=$(chroot "$ROOT" dpkg-query -W -f '${Version}' erlang-base)
 t_build=$SECONDS
-say "$(stamp) root ready in $((t_build - t0))s: rabbitmq-server $version, erlang $erlang ($(du -sh "$ROOT" | cut -f1) in $ROOT)"
+say "$(stamp) root ready in $((t_build - t0))s: rabbitmq-server $version, erlang $erlang ($(du -shx "$ROOT" | cut -f1) in $ROOT)"
 mount_proc "$ROOT"
 
 say "$(stamp) building the tests"
