@@ -279,8 +279,8 @@ else
 	# Every test deletes what it declares; nothing else uses this node.
 	ACEMQ_RABBITMQ_URL=$url ACEMQ_RABBITMQCTL=$ctlw ACEMQ_REQUIRE_BROKER=1 "$GO" run ./internal/leftovers || failed=1
 	# What the runs used that RabbitMQ means to remove.
-	used=$(ctl -q list_deprecated_features --used --no-table-headers 2>&1) || { printf '%s\n' "$used" >&2; die "list_deprecated_features failed"; }
-	if [ -n "$(printf '%s' "$used" | tr -d '[:space:]')" ]; then
+	used=$(ctl -q list_deprecated_features --used --formatter json 2>&1) || { printf '%s\n' "$used" >&2; die "list_deprecated_features failed"; }
+	if [ "$(printf '%s' "$used" | tr -d '[:space:]')" != "[]" ]; then
 		say "the tests used deprecated features of RabbitMQ $version:"
 		printf '%s\n' "$used" >&2
 		failed=1
