@@ -116,7 +116,7 @@ func (e *engine) orderedTopology() []Topology {
 	t = append(t,
 		Queue{Name: DeadLetterQueue(e.queue), Quorum: q},
 		Queue{Name: ParkingQueue(e.queue), Quorum: q},
-		Queue{Name: membersQueue(e.queue), Transient: true}, // see spreader.membersQueue
+		membersTopology(e.queue),
 		Queue{Name: blockedQueue(e.queue), Quorum: q},
 	)
 	for _, b := range e.cfg.bindings {
