@@ -118,6 +118,15 @@ func need4(t *testing.T, url string, major, minor int) {
 	t.Skip(msg)
 }
 
+// skipFrom4 skips t, saying why, when the broker at url runs RabbitMQ 4.0
+// or later.
+func skipFrom4(t *testing.T, url, why string) {
+	t.Helper()
+	if v := serverVersion(t, url); versionAtLeast(v, 4, 0) {
+		t.Skipf("RabbitMQ %s: %s", v, why)
+	}
+}
+
 // serverVersion is the version the broker at url announces.
 func serverVersion(t *testing.T, url string) string {
 	t.Helper()
