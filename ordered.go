@@ -65,10 +65,9 @@ func Ordered(p OrderPolicy) ConsumerOption {
 // queue: "orders.p0".
 func PartitionQueue(queue string, i int) string { return fmt.Sprintf("%s.p%d", queue, i) }
 
-// The other queues of an ordered consumer: the member queue every instance
-// consumes, the blocked-key registry and its lock, and the held messages of
-// a blocked key.
-func membersQueue(queue string) string   { return queue + ".members" }
+// The other queues of an ordered consumer: the blocked-key registry and its
+// lock, and the held messages of a blocked key (the members queue every
+// instance consumes is membersTopology's).
 func blockedQueue(queue string) string   { return queue + ".blocked" }
 func blockedLock(queue string) string    { return queue + ".blocked.lock" }
 func heldQueue(queue, key string) string { return queue + ".held." + keyHash(key) }
