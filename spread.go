@@ -362,13 +362,18 @@ func (s *spreader) declare(ctx context.Context, st *slotState) error {
 // tick reads the member count and takes, keeps or moves the slot. Only a
 // closed transport or a conflicting members queue is an error.
 func (s *spreader) tick(ctx context.Context, st *slotState) error {
-	if err := s.declare(ctx, st); err != nil {
+	// Counting gets half of the tick's time at most: RabbitMQ 4 answers a
+	// declaration of a durable classic queue whose node is down only once
+	// the node is back, and the slots must be looked after meanwhile.
+	mctx, mcancel := context.WithTimeout(ctx, max(4*s.period, minTickLimit)/2)
+	defer mcancel()
+	if err := s.declare(mctx, st); err != nil {
 		return err
 	}
 	members := s.membersQueue().Name
 	info, err := transport.QueueInfo{}, error(nil)
 	if st.declared {
-		info, err = s.t.Inspect(ctx, members)
+		info, err = s.t.Inspect(mctx, members)
 	}
 	switch {
 	case !st.declared:
@@ -390,7 +395,7 @@ func (s *spreader) tick(ctx context.Context, st *slotState) error {
 		s.log.Warn("acemq: ordered queue's members queue is gone; declaring it again",
 			"queue", s.queue, "members", members)
 		st.declared = false
-		if err := s.declare(ctx, st); err != nil {
+		if err := s.declare(mctx, st); err != nil {
 			return err
 		}
 	default:

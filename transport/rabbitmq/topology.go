@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/acemq/acemq/internal/wire"
 
@@ -47,14 +48,52 @@ func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Ch
 
 // runOnChannel runs fn on ch and closes ch after; ctx ending closes ch
 // under fn's calls, and an error they then return is joined with ctx's.
+// It returns when ctx ends even while fn still waits: RabbitMQ 4 answers
+// some calls (declaring a durable classic queue whose node is down) only
+// once that node is back, and a channel close waits behind them. fn then
+// ends by itself, when the broker answers or the connection goes.
 func runOnChannel(ctx context.Context, op string, ch *amqp.Channel, fn func(*amqp.Channel) error) error {
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-	err := fn(ch)
+	done := make(chan error, 1)
+	go func() { done <- fn(ch) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		default:
+			return ctxError(op, ctx)
+		}
+	}
 	if !stop() && err != nil {
 		return errors.Join(ctxError(op, ctx), err)
 	}
 	_ = ch.Close()
 	return err
+}
+
+// redeclareWait bounds each declaration of the topology on a new
+// connection; one the broker has not answered by then is skipped, as a
+// refused one is (see runOnChannel for why a broker may not answer).
+const redeclareWait = 5 * time.Second
+
+// declareBounded is declareOne on ch, given up after d. A declaration
+// given up leaves ch to its goroutine, which closes it once the broker
+// answers or the connection goes; the caller takes a fresh channel.
+func declareBounded(ch *amqp.Channel, it transport.Topology, d time.Duration) (abandoned bool, err error) {
+	done := make(chan error, 1) // room for the answer nobody may read
+	go func() { done <- declareOne(ch, it) }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return false, err
+	case <-timer.C:
+	}
+	// Closing ch may wait behind the declaration, so it is not waited for.
+	go func() { _ = ch.Close() }()
+	return true, fmt.Errorf("rabbitmq: declare %s: no answer from the broker within %v", wire.Describe(it), d)
 }
 
 // Declare creates exchanges, queues and bindings, durable, in the order
@@ -358,12 +397,14 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 			}
 			ch = c
 		}
-		if err := declareOne(ch, it); err != nil {
+		if abandoned, err := declareBounded(ch, it, redeclareWait); err != nil {
 			if ctx.Err() != nil || s.conn.IsClosed() {
 				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
 			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
-			_ = ch.Close()
+			if !abandoned {
+				_ = ch.Close()
+			}
 			ch = nil
 		}
 	}
