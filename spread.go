@@ -362,9 +362,9 @@ func (s *spreader) declare(ctx context.Context, st *slotState) error {
 // tick reads the member count and takes, keeps or moves the slot. Only a
 // closed transport or a conflicting members queue is an error.
 func (s *spreader) tick(ctx context.Context, st *slotState) error {
-	// Counting gets half of the tick's time at most: RabbitMQ 4 answers a
-	// declaration of a durable classic queue whose node is down only once
-	// the node is back, and the slots must be looked after meanwhile.
+	// Counting gets half of the tick's time at most, so that a members
+	// queue slow to answer (its node down, say) leaves time to look after
+	// the slot with the last count.
 	mctx, mcancel := context.WithTimeout(ctx, max(4*s.period, minTickLimit)/2)
 	defer mcancel()
 	if err := s.declare(mctx, st); err != nil {

@@ -162,8 +162,7 @@ func (t *Transport) declareQueueAgain(ctx context.Context, queue string) {
 	if len(items) == 0 {
 		return
 	}
-	// Bounded: a queue whose node is down may not be answered for (see
-	// runOnChannel), and the consumer waits for it with its backoff.
+	// Bounded: the consumer waits for its queue with its backoff anyway.
 	ctx, cancel := context.WithTimeout(ctx, redeclareWait)
 	defer cancel()
 	err := t.withChannel(ctx, fmt.Sprintf("declare queue %q again", queue), func(ch *amqp.Channel) error {

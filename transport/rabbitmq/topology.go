@@ -48,24 +48,9 @@ func (t *Transport) withChannel(ctx context.Context, op string, fn func(*amqp.Ch
 
 // runOnChannel runs fn on ch and closes ch after; ctx ending closes ch
 // under fn's calls, and an error they then return is joined with ctx's.
-// It returns when ctx ends even while fn still waits: RabbitMQ 4 answers
-// some calls (declaring a durable classic queue whose node is down) only
-// once that node is back, and a channel close waits behind them. fn then
-// ends by itself, when the broker answers or the connection goes.
 func runOnChannel(ctx context.Context, op string, ch *amqp.Channel, fn func(*amqp.Channel) error) error {
 	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-	done := make(chan error, 1)
-	go func() { done <- fn(ch) }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		select {
-		case err = <-done:
-		default:
-			return ctxError(op, ctx)
-		}
-	}
+	err := fn(ch)
 	if !stop() && err != nil {
 		return errors.Join(ctxError(op, ctx), err)
 	}
@@ -75,7 +60,9 @@ func runOnChannel(ctx context.Context, op string, ch *amqp.Channel, fn func(*amq
 
 // redeclareWait bounds each declaration of the topology on a new
 // connection; one the broker has not answered by then is skipped, as a
-// refused one is (see runOnChannel for why a broker may not answer).
+// refused one is. RabbitMQ 4.3 answers a declaration of a durable classic
+// queue whose node is down only once that node is back, and a channel
+// close waits behind it.
 const redeclareWait = 5 * time.Second
 
 // declareBounded is declareOne on ch, given up after d. A declaration
