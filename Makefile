@@ -13,7 +13,7 @@ CLUSTER := ./transport/rabbitmq/clustertest
 CLUSTERCMD := $(GO) run ./internal/cluster/cmd/cluster
 FUZZTIME ?= 30s
 
-.PHONY: test broker-plugins test-unit test-fault test-leftovers test-cluster test-container vet lint tidy bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
+.PHONY: test broker-plugins test-unit test-fault test-leftovers test-cluster test-container test-rabbitmq4 test-rabbitmq4-cluster vet lint tidy bench fuzz fuzz-short fuzz-seed quickstart cluster cluster-down
 
 # The full proof of the library on one broker: lint, the race-enabled suite
 # (the fuzz targets' seed corpora included), then the broker fault tests on
@@ -90,6 +90,20 @@ test-cluster:
 # so it is not part of `make test` or CI. See scripts/test-container.sh.
 test-container:
 	GO=$(GO) scripts/test-container.sh
+
+# Every RabbitMQ test against a RabbitMQ 4.x node of its own beside the
+# machine's broker (port 5682, its own epmd on 4382), from a Debian chroot
+# cached in /var/cache/acemq-rabbitmq4-$(RABBITMQ4_SUITE): forky is 4.3,
+# trixie 4.0. Then checks the tests used no deprecated broker feature.
+# Needs root. See scripts/rabbitmq4.sh.
+RABBITMQ4_SUITE ?= forky
+test-rabbitmq4:
+	GO=$(GO) RABBITMQ4_SUITE=$(RABBITMQ4_SUITE) scripts/rabbitmq4.sh suite
+
+# The cluster tests on three 4.x nodes from the same chroot:
+# acemq-u1..3@localhost on 5821-5823, their own epmd on 4383.
+test-rabbitmq4-cluster:
+	GO=$(GO) RABBITMQ4_SUITE=$(RABBITMQ4_SUITE) scripts/rabbitmq4.sh cluster
 
 # A three-node cluster to try acemq against: acemq-n1..3@localhost on
 # 5801-5803 (needs root and Debian's rabbitmq-server). It prints the URL

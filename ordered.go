@@ -117,7 +117,7 @@ func (m *orderedMode) topology() []Topology {
 	t = append(t,
 		Queue{Name: DeadLetterQueue(e.queue), Quorum: q},
 		Queue{Name: ParkingQueue(e.queue), Quorum: q},
-		Queue{Name: ordering.MembersQueue(e.queue), Transient: true}, // see Spreader.membersQueue
+		ordering.MembersTopology(e.queue),
 		Queue{Name: ordering.BlockedQueue(e.queue), Quorum: q},
 	)
 	for _, b := range e.cfg.bindings {

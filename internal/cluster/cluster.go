@@ -8,7 +8,9 @@
 //
 // The fault tests use it, and so does `make cluster` (through
 // ./internal/cluster/cmd/cluster) for a user who wants to try acemq against
-// a cluster. It needs root, the rabbitmq user and Debian's rabbitmq-server.
+// a cluster. It needs root, the rabbitmq user and Debian's rabbitmq-server,
+// or, with Config.Root, a root file system holding them (another RabbitMQ
+// version, run in a chroot: scripts/rabbitmq4.sh makes one).
 package cluster
 
 import (
@@ -45,7 +47,51 @@ type Config struct {
 	Dir      string               // data and logs go to Dir/{node}; "" means /tmp/{Name}-cluster
 	Logf     func(string, ...any) // progress; nil is quiet
 	Timeout  time.Duration        // for one node to start; 0 means 90 s
+	// Root, when set, is a root file system with rabbitmq-server and its
+	// rabbitmq user: every node command runs in a chroot there, and Dir
+	// is a path inside it.
+	Root string
+	// EpmdPort, when set, is the port of an epmd of the nodes' own
+	// (ERL_EPMD_PORT), which Remove stops; 0 means the machine's, on
+	// 4369. A root's newer Erlang needs its own.
+	EpmdPort int
 }
+
+// Environment variables FromEnv reads.
+const (
+	RootVar     = "ACEMQ_CLUSTER_ROOT"      // Config.Root
+	NameVar     = "ACEMQ_CLUSTER_NAME"      // Config.Name
+	PortVar     = "ACEMQ_CLUSTER_PORT"      // Config.BasePort
+	EpmdPortVar = "ACEMQ_CLUSTER_EPMD_PORT" // Config.EpmdPort
+)
+
+// FromEnv returns cfg with what the environment variables above set in
+// place of its fields, so that a test run or a tool can be pointed at
+// nodes of another RabbitMQ version, with names and ports of their own.
+func FromEnv(cfg Config) (Config, error) {
+	if v := os.Getenv(RootVar); v != "" {
+		cfg.Root = v
+	}
+	if v := os.Getenv(NameVar); v != "" {
+		cfg.Name = v
+	}
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{PortVar, &cfg.BasePort}, {EpmdPortVar, &cfg.EpmdPort}} {
+		if v := os.Getenv(f.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 65535 {
+				return cfg, fmt.Errorf("cluster: %s=%q is not a port", f.name, v)
+			}
+			*f.to = n
+		}
+	}
+	return cfg, nil
+}
+
+// host is path, inside the nodes' root file system, as this process sees it.
+func (c Config) host(path string) string { return filepath.Join(c.Root, path) }
 
 func (c Config) withDefaults() Config {
 	if c.Nodes <= 0 {
@@ -81,16 +127,20 @@ type Node struct {
 }
 
 // Available says why a cluster cannot be started here, or nil.
-func Available() error {
+func Available() error { return available(Config{}) }
+
+func available(cfg Config) error {
 	if os.Geteuid() != 0 {
 		return errors.New("cluster: must run as root (the nodes run as the rabbitmq user)")
 	}
-	if _, err := user.Lookup("rabbitmq"); err != nil {
-		return fmt.Errorf("cluster: no rabbitmq user: %w", err)
+	if cfg.Root == "" {
+		if _, err := user.Lookup("rabbitmq"); err != nil {
+			return fmt.Errorf("cluster: no rabbitmq user: %w", err)
+		}
 	}
 	for _, bin := range []string{serverBin, ctlBin, "/usr/sbin/runuser"} {
-		if _, err := os.Stat(bin); err != nil {
-			return fmt.Errorf("cluster: %s is missing (install Debian's rabbitmq-server)", bin)
+		if _, err := os.Stat(cfg.host(bin)); err != nil {
+			return fmt.Errorf("cluster: %s is missing (install Debian's rabbitmq-server)", cfg.host(bin))
 		}
 	}
 	return nil
@@ -119,7 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Name == "" || cfg.BasePort <= 0 {
 		return nil, errors.New("cluster: Config needs a Name and a BasePort")
 	}
-	if err := Available(); err != nil {
+	if err := available(cfg); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -197,12 +247,17 @@ func (c *Cluster) Remove() error {
 		n.mu.Lock()
 		n.killLocked()
 		n.mu.Unlock()
-		if err := os.RemoveAll(n.dir); err != nil {
+		if err := os.RemoveAll(c.cfg.host(n.dir)); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Remove(c.cfg.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(c.cfg.host(c.cfg.Dir)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
+	}
+	if c.cfg.EpmdPort > 0 {
+		// The nodes' own epmd, now that none of them is left. Never the
+		// machine's: that one is on another port.
+		_ = c.cfg.command(context.Background(), "env", "ERL_EPMD_PORT="+strconv.Itoa(c.cfg.EpmdPort), "epmd", "-kill").Run()
 	}
 	return errors.Join(errs...)
 }
@@ -226,21 +281,23 @@ func (n *Node) URL() string {
 }
 
 func (n *Node) prepare() error {
+	dir := n.cfg.host(n.dir)
 	for _, d := range []string{"mnesia", "log"} {
-		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
 	}
 	conf := fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\nloopback_users = none\n", n.Port)
-	if err := os.WriteFile(filepath.Join(n.dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "rabbitmq.conf"), []byte(conf), 0o644); err != nil {
 		return err
 	}
 	// The consistent-hash exchange is what ordered consumers partition
 	// keys with (SPEC §16); it ships with rabbitmq-server.
-	if err := os.WriteFile(filepath.Join(n.dir, "enabled_plugins"), []byte("[rabbitmq_consistent_hash_exchange].\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "enabled_plugins"), []byte("[rabbitmq_consistent_hash_exchange].\n"), 0o644); err != nil {
 		return err
 	}
-	out, err := exec.Command("chown", "-R", "rabbitmq:rabbitmq", n.cfg.Dir).CombinedOutput()
+	// In the root the rabbitmq user is the root's own, with its own id.
+	out, err := n.cfg.command(context.Background(), "chown", "-R", "rabbitmq:rabbitmq", n.cfg.Dir).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("cluster: chown %s: %v: %s", n.cfg.Dir, err, out)
 	}
@@ -248,7 +305,7 @@ func (n *Node) prepare() error {
 }
 
 func (n *Node) env() []string {
-	return []string{
+	env := []string{
 		"HOME=" + home,
 		"RABBITMQ_NODENAME=" + n.Name,
 		"RABBITMQ_NODE_PORT=" + strconv.Itoa(n.Port),
@@ -262,6 +319,18 @@ func (n *Node) env() []string {
 		// share two cores here.
 		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=+sbwt none +sbwtdcpu none +sbwtdio none",
 	}
+	if n.cfg.EpmdPort > 0 {
+		env = append(env, "ERL_EPMD_PORT="+strconv.Itoa(n.cfg.EpmdPort))
+	}
+	return env
+}
+
+// command is name with args, run in the nodes' root when there is one.
+func (c Config) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if c.Root == "" {
+		return exec.CommandContext(ctx, name, args...)
+	}
+	return exec.CommandContext(ctx, "chroot", append([]string{c.Root, name}, args...)...)
 }
 
 // run runs a RabbitMQ script as the rabbitmq user with the node's
@@ -270,8 +339,10 @@ func (n *Node) run(ctx context.Context, bin string, args ...string) (string, err
 	cmdArgs := append([]string{"-u", "rabbitmq", "--", "env"}, n.env()...)
 	cmdArgs = append(cmdArgs, bin)
 	cmdArgs = append(cmdArgs, args...)
-	cmd := exec.CommandContext(ctx, "/usr/sbin/runuser", cmdArgs...)
-	cmd.Dir = home
+	cmd := n.cfg.command(ctx, "/usr/sbin/runuser", cmdArgs...)
+	if n.cfg.Root == "" {
+		cmd.Dir = home // chroot starts in the root's /
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("cluster: %s %s on %s: %v: %s", filepath.Base(bin), strings.Join(args, " "), n.Name, err, strings.TrimSpace(string(out)))
@@ -319,7 +390,7 @@ func (n *Node) await(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: %s did not start: %w (log in %s)", n.Name, last, filepath.Join(n.dir, "log"))
+			return fmt.Errorf("cluster: %s did not start: %w (log in %s)", n.Name, last, n.cfg.host(filepath.Join(n.dir, "log")))
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -356,7 +427,7 @@ func (n *Node) Running() bool {
 }
 
 func (n *Node) pid() int {
-	b, err := os.ReadFile(filepath.Join(n.dir, "pid"))
+	b, err := os.ReadFile(n.cfg.host(filepath.Join(n.dir, "pid")))
 	if err != nil {
 		return 0
 	}
@@ -404,7 +475,7 @@ func (n *Node) killLocked() {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	_ = os.Remove(filepath.Join(n.dir, "pid"))
+	_ = os.Remove(n.cfg.host(filepath.Join(n.dir, "pid")))
 }
 
 // alive reports whether pid is a live process (a zombie counts as gone).

@@ -2,8 +2,8 @@
 // broker, and fails when there are any: `make test` ends with it, so a test
 // that forgets to delete what it declared is found the run it is written.
 // It asks rabbitmqctl (no management plugin needed), so it sees the broker
-// of this machine; without rabbitmqctl it says so and passes, unless
-// ACEMQ_REQUIRE_BROKER=1.
+// of this machine, or the one $ACEMQ_RABBITMQCTL reaches (internal/brokerctl);
+// without rabbitmqctl it says so and passes, unless ACEMQ_REQUIRE_BROKER=1.
 //
 //	go run ./internal/leftovers          # list, exit 1 if any
 //	go run ./internal/leftovers -delete  # delete them through AMQP
@@ -15,17 +15,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/acemq/acemq/internal/brokerctl"
 )
 
 // testName matches the names the test helpers make.
@@ -52,11 +52,11 @@ func run(url string, del bool) error {
 	if strings.Contains(url, ",") {
 		return fmt.Errorf("$ACEMQ_RABBITMQ_URL names several nodes; point it at one")
 	}
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+	if err := brokerctl.Available(); err != nil {
 		if os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" {
-			return fmt.Errorf("rabbitmqctl is not on PATH, so what the tests left on the broker cannot be listed")
+			return fmt.Errorf("what the tests left on the broker cannot be listed: %w", err)
 		}
-		fmt.Println("leftovers: rabbitmqctl is not on PATH; not checking what the tests left on the broker")
+		fmt.Printf("leftovers: not checking what the tests left on the broker: %v\n", err)
 		return nil
 	}
 	vhost := uri.Vhost
@@ -92,15 +92,12 @@ func run(url string, del bool) error {
 func list(what, vhost string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "rabbitmqctl", "-q", what, "-p", vhost, "--no-table-headers", "name")
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := brokerctl.Run(ctx, "-q", what, "-p", vhost, "--no-table-headers", "name")
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmqctl %s: %w: %s", what, err, strings.TrimSpace(stderr.String()))
+		return nil, err
 	}
 	var names []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		if name := strings.TrimSpace(sc.Text()); testName.MatchString(name) {
 			names = append(names, name)

@@ -149,16 +149,25 @@ func NewSpreader(b Broker, queue string, partitions int, period time.Duration) (
 	}, nil
 }
 
-// membersQueue is {queue}.members: a transient classic queue, also under
-// quorum. RabbitMQ 3.10 counts a quorum queue's consumers from its state,
-// which keeps a subscription whose node is down (marked suspected) until
-// that node is back: the count said N+1 for as long as a killed node
-// stayed down, and the partitions of slot N had no holder. A classic queue
-// drops the subscriptions of a lost node at once, and a transient one is
-// forgotten with its own node, so the next tick declares it again on a
-// live node and the members subscribe again.
-func (s *Spreader) membersQueue() transport.Queue {
-	return transport.Queue{Name: MembersQueue(s.queue), Transient: true}
+// membersQueue is {queue}.members (MembersTopology).
+func (s *Spreader) membersQueue() transport.Queue { return MembersTopology(s.queue) }
+
+// membersExpiry is how long {queue}.members outlives its last member.
+const membersExpiry = 30 * time.Minute
+
+// MembersTopology is {queue}.members: a durable classic queue, also under
+// quorum, that the broker deletes once no instance has used it for
+// membersExpiry (x-expires). Not quorum: RabbitMQ 3.10 counts a quorum
+// queue's consumers from its state, which keeps a subscription whose node
+// is down (marked suspected) until that node is back, so the count said
+// N+1 for as long as a killed node stayed down and the partitions of slot
+// N had no holder. A classic queue drops the subscriptions of a lost node
+// at once. Not transient (durable false, which it was until RabbitMQ 4
+// deprecated transient non-exclusive queues): a durable one whose node is
+// down cannot be counted or declared elsewhere until the node is back, so
+// tick keeps the last count meanwhile and goes on taking slots with it.
+func MembersTopology(queue string) transport.Queue {
+	return transport.Queue{Name: MembersQueue(queue), Args: map[string]any{"x-expires": membersExpiry.Milliseconds()}}
 }
 
 func (s *Spreader) slotName(j int) string { return s.queue + ".slot." + strconv.Itoa(j) }
@@ -334,12 +343,22 @@ func (s *Spreader) declare(ctx context.Context, st *slotState) error {
 // tick reads the member count and takes, keeps or moves the slot. Only a
 // closed transport or a conflicting members queue is an error.
 func (s *Spreader) tick(ctx context.Context, st *slotState) error {
-	if err := s.declare(ctx, st); err != nil || !st.declared {
+	// Counting gets half of the tick's time at most, so that a members
+	// queue slow to answer (its node down, say) leaves time to look after
+	// the slot with the last count.
+	mctx, mcancel := context.WithTimeout(ctx, max(4*s.period, minTickLimit)/2)
+	defer mcancel()
+	if err := s.declare(mctx, st); err != nil {
 		return err
 	}
 	members := s.membersQueue().Name
-	info, err := s.t.Inspect(ctx, members)
+	info, err := transport.QueueInfo{}, error(nil)
+	if st.declared {
+		info, err = s.t.Inspect(mctx, members)
+	}
 	switch {
+	case !st.declared:
+		// Its node is down, say (declare logged why): keep the last count.
 	case err == nil && info.Consumers > 0:
 		if info.Consumers != st.n && st.n > 0 {
 			s.log.Info("acemq: ordered queue sees another number of instances", "queue", s.queue,
@@ -357,7 +376,9 @@ func (s *Spreader) tick(ctx context.Context, st *slotState) error {
 		s.log.Warn("acemq: ordered queue's members queue is gone; declaring it again",
 			"queue", s.queue, "members", members)
 		st.declared = false
-		return s.declare(ctx, st)
+		if err := s.declare(mctx, st); err != nil {
+			return err
+		}
 	default:
 		s.log.Warn("acemq: ordered queue cannot count its instances; keeping the last count",
 			"queue", s.queue, "instances", st.n, "error", err)

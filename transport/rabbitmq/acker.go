@@ -35,8 +35,11 @@ type consumerChannel struct {
 	queue string
 	ch    *amqp.Channel
 	tag   string // the consumer tag
-	gen   uint64
-	gone  <-chan struct{} // closed when the connection is lost or closed
+	// cancels receives the tag when the broker cancels the consumer
+	// (basic.cancel), just before amqp091 closes its deliveries.
+	cancels <-chan string
+	gen     uint64
+	gone    <-chan struct{} // closed when the connection is lost or closed
 	// spill is how many settled-but-unsent entries may wait behind an
 	// unsettled one before they are sent one by one, so a slow delivery
 	// cannot hold the prefetch window shut.

@@ -126,6 +126,55 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 		}
 		st.set(false, err)
 		t.log.Warn("acemq: rabbitmq consumer stopped; resuming", "queue", queue, "err", err)
+		if errors.Is(err, errCancelled) {
+			t.declareQueueAgain(ctx, queue)
+		}
+	}
+}
+
+// errCancelled is why a consumer stopped when the broker cancelled it
+// (basic.cancel): its queue was deleted, its node went down, or, from
+// RabbitMQ 4.3, a quorum queue's consumer_timeout passed with a delivery
+// unacknowledged (the broker puts that delivery back in the queue).
+var errCancelled = errors.New("the broker cancelled the consumer")
+
+// declareQueueAgain declares queue and its bindings again when this
+// transport declared them, as after a reconnection: a queue deleted under
+// its consumer comes back, and the consumer resumes on it. A queue that
+// is still there is left as it is; a failure is logged, and the consumer
+// then waits for the queue with its backoff.
+func (t *Transport) declareQueueAgain(ctx context.Context, queue string) {
+	var items []transport.Topology
+	t.mu.Lock()
+	for _, it := range t.topo {
+		switch v := it.(type) {
+		case transport.Queue:
+			if v.Name == queue {
+				items = append(items, it)
+			}
+		case transport.Binding:
+			if v.Queue == queue {
+				items = append(items, it)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if len(items) == 0 {
+		return
+	}
+	// Bounded: the consumer waits for its queue with its backoff anyway.
+	ctx, cancel := context.WithTimeout(ctx, redeclareWait)
+	defer cancel()
+	err := t.withChannel(ctx, fmt.Sprintf("declare queue %q again", queue), func(ch *amqp.Channel) error {
+		for _, it := range items {
+			if err := declareOne(ch, it); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		t.log.Warn("acemq: rabbitmq queue of a cancelled consumer not declared again", "queue", queue, "err", t.scrub(err))
 	}
 }
 
@@ -159,6 +208,9 @@ func (t *Transport) startConsumer(ctx context.Context, s *session, queue string,
 		return nil, nil, nil, classify("consume from", "queue", queue, err)
 	}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// One consumer per channel, so one cancel at most: amqp091 sends it
+	// before closing the deliveries, and waits for room to.
+	cancels := ch.NotifyCancel(make(chan string, 1))
 	tag := consumerTag()
 	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
 	if err != nil {
@@ -167,6 +219,7 @@ func (t *Transport) startConsumer(ctx context.Context, s *session, queue string,
 	}
 	cc := newConsumerChannel(queue, ch, s, prefetch)
 	cc.tag = tag
+	cc.cancels = cancels
 	return cc, deliveries, closes, nil
 }
 
@@ -184,6 +237,13 @@ func (t *Transport) runConsumer(ctx context.Context, cc *consumerChannel, delive
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
+				select {
+				case <-cc.cancels:
+					cc.kill()
+					_ = cc.ch.Close()
+					return false, fmt.Errorf("%w (queue %q)", errCancelled, cc.queue)
+				default:
+				}
 				return false, cc.end(closes)
 			}
 			cc.handOut(d.DeliveryTag)

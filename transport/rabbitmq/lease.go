@@ -51,7 +51,8 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 		return nil, kindError(transport.ErrLocked, nil, "rabbitmq: %s: this transport holds the lease already", op)
 	}
 	err = t.withSession(ctx, s, op, func(ch *amqp.Channel) error {
-		_, err := ch.QueueDeclare(name, false, false, true, false, nil)
+		// Typed like every queue the transport declares (declareOne).
+		_, err := ch.QueueDeclare(name, false, false, true, false, amqp.Table{"x-queue-type": amqp.QueueTypeClassic})
 		return err
 	})
 	if err != nil {

@@ -34,7 +34,8 @@ type ordered struct {
 // without it answers the declaration with COMMAND_INVALID ("unknown
 // exchange type" from RabbitMQ 3.10, or "invalid exchange type" once the
 // plugin was loaded and then disabled), a connection error that would take
-// every publisher and consumer of the connection down with it. So the first
+// every publisher and consumer of the connection down with it (RabbitMQ 4
+// answers PRECONDITION_FAILED and closes the channel only). So the first
 // declaration of a kind's exchange goes over a short-lived connection of
 // its own; once one succeeded the kind is known and this does nothing.
 func (t *Transport) checkPluginKind(ctx context.Context, x transport.Exchange) error {
@@ -94,8 +95,9 @@ func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin 
 }
 
 // missingKind reports the broker's answer to a declaration of an exchange
-// kind it does not have.
+// kind it does not have: COMMAND_INVALID, closing the connection, up to
+// 3.x; PRECONDITION_FAILED, closing the channel only, on RabbitMQ 4.
 func missingKind(err error) bool {
 	var e *amqp.Error
-	return errors.As(err, &e) && e.Code == amqp.CommandInvalid && strings.Contains(e.Reason, "exchange type")
+	return errors.As(err, &e) && (e.Code == amqp.CommandInvalid || e.Code == amqp.PreconditionFailed) && strings.Contains(e.Reason, "exchange type")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/acemq/acemq/internal/wire"
 
@@ -55,6 +56,31 @@ func runOnChannel(ctx context.Context, op string, ch *amqp.Channel, fn func(*amq
 	}
 	_ = ch.Close()
 	return err
+}
+
+// redeclareWait bounds each declaration of the topology on a new
+// connection; one the broker has not answered by then is skipped, as a
+// refused one is. RabbitMQ 4.3 answers a declaration of a durable classic
+// queue whose node is down only once that node is back, and a channel
+// close waits behind it.
+const redeclareWait = 5 * time.Second
+
+// declareBounded is declareOne on ch, given up after d. A declaration
+// given up leaves ch to its goroutine, which closes it once the broker
+// answers or the connection goes; the caller takes a fresh channel.
+func declareBounded(ch *amqp.Channel, it transport.Topology, d time.Duration) (abandoned bool, err error) {
+	done := make(chan error, 1) // room for the answer nobody may read
+	go func() { done <- declareOne(ch, it) }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return false, err
+	case <-timer.C:
+	}
+	// Closing ch may wait behind the declaration, so it is not waited for.
+	go func() { _ = ch.Close() }()
+	return true, fmt.Errorf("rabbitmq: declare %s: no answer from the broker within %v", wire.Describe(it), d)
 }
 
 // Declare creates exchanges, queues and bindings, durable, in the order
@@ -150,6 +176,13 @@ func (t *Transport) isClassic(ctx context.Context, q transport.Queue) bool {
 	return false
 }
 
+// impliedType reports whether q is a classic queue whose type the
+// transport names itself (x-queue-type: classic), rather than its caller.
+func impliedType(q transport.Queue) bool {
+	_, named := q.Args["x-queue-type"]
+	return !q.Quorum && !named
+}
+
 // validate refuses what the broker would refuse or mangle (internal/wire
 // holds those rules for both transports), and what this transport cannot
 // declare.
@@ -195,6 +228,13 @@ func validate(it transport.Topology) error {
 	return nil
 }
 
+// declareOne declares it on ch. Every queue names its type
+// (x-queue-type), so that a vhost whose default queue type is quorum does
+// not turn a retry tier or a transient queue into a quorum queue. A queue
+// declared without a type before is classic in a vhost of the default
+// kind, and RabbitMQ takes the typed declaration as the same; in a vhost
+// whose default is quorum it is a quorum queue, and the declaration
+// conflicts (docs/rabbitmq.md, "Queue types").
 func declareOne(ch *amqp.Channel, it transport.Topology) error {
 	switch v := it.(type) {
 	case transport.Exchange:
@@ -214,11 +254,17 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 		if err != nil { // validate refuses these first: this is a safety net
 			return fmt.Errorf("rabbitmq: declare queue %q: arguments: %w", v.Name, err)
 		}
-		if v.Quorum {
+		switch {
+		case v.Quorum:
 			if args == nil {
 				args = amqp.Table{}
 			}
 			args["x-queue-type"] = amqp.QueueTypeQuorum
+		case impliedType(v):
+			if args == nil {
+				args = amqp.Table{}
+			}
+			args["x-queue-type"] = amqp.QueueTypeClassic
 		}
 		if _, err := ch.QueueDeclare(v.Name, !v.Transient, false, false, false, args); err != nil {
 			return classify("declare", "queue", v.Name, err)
@@ -338,12 +384,14 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 			}
 			ch = c
 		}
-		if err := declareOne(ch, it); err != nil {
+		if abandoned, err := declareBounded(ch, it, redeclareWait); err != nil {
 			if ctx.Err() != nil || s.conn.IsClosed() {
 				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
 			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
-			_ = ch.Close()
+			if !abandoned {
+				_ = ch.Close()
+			}
 			ch = nil
 		}
 	}

@@ -57,6 +57,7 @@ func TestDeclareQuorumAndInspect(t *testing.T) {
 // not.
 func TestDeclareTransient(t *testing.T) {
 	t.Parallel()
+	skipFrom4(t, brokerURL(t), "transient non-exclusive queues are deprecated from RabbitMQ 4.0 (transient_nonexcl_queues): acemq declares none, and make test-rabbitmq4 fails a run that used one")
 	tr := dial(t, brokerURL(t), rabbitmq.Config{})
 	name := acemqtest.QueueName(t, "transient")
 	acemqtest.DeleteQueuesAfter(t, brokerURL(t), name)

@@ -45,6 +45,11 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	asked = true
+	// scripts/rabbitmq4.sh points these at RabbitMQ 4.x nodes of their own
+	// names and ports, run from a root file system (cluster.FromEnv).
+	if testCluster, startErr = cluster.FromEnv(testCluster); startErr != nil {
+		os.Exit(m.Run())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	testCluster.Logf = log.Printf
 	nodes, startErr = cluster.Start(ctx, testCluster)

@@ -406,9 +406,10 @@ func diagnose(t *testing.T, c *acemq.Conn, q string, partitions int, logs *syncB
 	}
 }
 
-// brokerView logs, from the first running node, each partition's ready and
-// unacked messages, consumers, leader and online members, and every
-// consumer of a partition with its activity status.
+// brokerView logs, from the first running node, each partition's, slot
+// lease's and the members queue's ready and unacked messages, consumers,
+// leader and online members, and every consumer of one with its activity
+// status.
 func brokerView(t *testing.T, cl *cluster.Cluster, q string) {
 	for _, n := range cl.Nodes {
 		if !n.Running() {
@@ -420,7 +421,9 @@ func brokerView(t *testing.T, cl *cluster.Cluster, q string) {
 		} {
 			out, err := n.Ctl(ctxT(t, time.Minute), args...)
 			for _, line := range strings.Split(out, "\n") {
-				if strings.Contains(line, q+".p") {
+				// The partitions, and the slot leases and members queue
+				// the spread is agreed through.
+				if strings.Contains(line, q+".p") || strings.Contains(line, q+".slot.") || strings.Contains(line, q+".members") {
 					t.Logf("rabbitmqctl %s: %s", args[0], line)
 				}
 			}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/internal/brokerctl"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )
@@ -22,14 +21,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// ctl runs rabbitmqctl with args, failing the test on error.
+// ctl runs rabbitmqctl with args (brokerctl: $ACEMQ_RABBITMQCTL when
+// set), failing the test on error.
 func ctl(t testing.TB, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "rabbitmqctl", args...).CombinedOutput()
-	if err != nil {
-		t.Errorf("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	if _, err := brokerctl.Run(ctx, args...); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -45,11 +44,11 @@ func needCtl(t testing.TB) {
 	if os.Getenv(askVar) != "1" {
 		t.Skipf("the fault tests close every connection on the broker and stop its app: run them alone with `make test-fault` (or %s=1)", askVar)
 	}
-	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+	if err := brokerctl.Available(); err != nil {
 		if os.Getenv("ACEMQ_REQUIRE_BROKER") == "1" {
-			t.Fatalf("fault tests need rabbitmqctl on PATH: %v", err)
+			t.Fatalf("fault tests need rabbitmqctl: %v", err)
 		}
-		t.Skipf("fault tests need rabbitmqctl on PATH to disturb the broker: %v", err)
+		t.Skipf("fault tests need rabbitmqctl to disturb the broker: %v", err)
 	}
 }
 

@@ -30,7 +30,12 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	cfg := cluster.Config{Name: *name, BasePort: *port, Nodes: *nodes, Logf: log.Printf}
+	// The environment (ACEMQ_CLUSTER_ROOT and the others cluster.FromEnv
+	// reads) overrides the flags: how scripts/rabbitmq4.sh runs 4.x nodes.
+	cfg, err := cluster.FromEnv(cluster.Config{Name: *name, BasePort: *port, Nodes: *nodes, Logf: log.Printf})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, cfg, flag.Args()); err != nil {
