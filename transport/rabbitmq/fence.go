@@ -103,10 +103,7 @@ func (t *Transport) Fence(ctx context.Context, name string) (uint64, error) {
 		}
 	}
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "rabbitmq: ") {
-			return 0, err
-		}
-		return 0, fmt.Errorf("rabbitmq: %s: %w", op, err)
+		return 0, err // fenceConn's and fenceOnce's errors read rabbitmq: already
 	}
 	return value, nil
 }
@@ -164,14 +161,16 @@ func (t *Transport) fenceOnce(ctx context.Context, conn *amqp.Connection, op, na
 	if ctx.Err() != nil {
 		return 0, ctxError(op, ctx)
 	}
+	// Every error it returns reads "rabbitmq: fence ...: ", as Fence's own.
+	fail := func(err error) error { return fmt.Errorf("rabbitmq: %s: %w", op, err) }
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return 0, err
+		return 0, fail(err)
 	}
 	id := "fence-" + hex.EncodeToString(b[:])
 	ch, err := conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("the fencing connection is gone: %w", t.scrub(err))
+		return 0, fail(fmt.Errorf("the fencing connection is gone: %w", t.scrub(err)))
 	}
 	var value uint64
 	err = runOnChannel(ctx, op, ch, func(ch *amqp.Channel) error {
@@ -184,48 +183,48 @@ func (t *Transport) fenceOnce(ctx context.Context, conn *amqp.Connection, op, na
 			return classify("fence: declare", "stream", name, err)
 		}
 		if err := ch.Qos(fencePrefetch, 0, false); err != nil {
-			return err
+			return fail(err)
 		}
 		if err := ch.Confirm(false); err != nil {
-			return err
+			return fail(err)
 		}
 		marks, err := ch.Consume(name, "", false, false, false, false, amqp.Table{"x-stream-offset": "next"})
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, "", name, false, false, amqp.Publishing{
 			MessageId:    id,
 			DeliveryMode: amqp.Persistent,
 		})
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		ok, err := dc.WaitContext(ctx)
 		if err != nil {
-			return err
+			return fail(err)
 		}
 		if !ok {
-			return fmt.Errorf("%w (the mark was not stored)", transport.ErrNacked)
+			return fail(fmt.Errorf("%w (the mark was not stored)", transport.ErrNacked))
 		}
 		for {
 			var d amqp.Delivery
 			select {
 			case d, ok = <-marks:
 				if !ok {
-					return errors.New("the channel closed before the mark was read back")
+					return fail(errors.New("the channel closed before the mark was read back"))
 				}
 			case <-ctx.Done():
-				return ctx.Err()
+				return ctxError(op, ctx)
 			}
 			if err := d.Ack(false); err != nil {
-				return err
+				return fail(err)
 			}
 			if d.MessageId != id {
 				continue
 			}
 			off, ok := streamOffset(d.Headers["x-stream-offset"])
 			if !ok {
-				return fmt.Errorf("the broker sent the mark without a usable x-stream-offset (%v)", d.Headers["x-stream-offset"])
+				return fail(fmt.Errorf("the broker sent the mark without a usable x-stream-offset (%v)", d.Headers["x-stream-offset"]))
 			}
 			value = off + 1
 			return nil
