@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -41,6 +42,8 @@ type Conn struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	lastHint atomic.Pointer[unroutableMemo] // unroutableHint's last answer
 }
 
 // capabilities are the optional interfaces of a Conn's transport, resolved
@@ -115,29 +118,22 @@ type RawMessage struct {
 // value AMQP cannot carry fails before anything is sent. Errors are
 // otherwise as for Publisher.Send.
 func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
-	_, err := c.moveRaw(ctx, m, nil)
-	return err
-}
-
-// moveRaw publishes m as PublishRaw does and then, when from is not nil,
-// acks it (see relocate): patterns.Replay's move, through internal/extend.
-func (c *Conn) moveRaw(ctx context.Context, m RawMessage, from *transport.Delivery) (ackErr, err error) {
 	if m.Envelope == nil {
-		return nil, errors.New("acemq: PublishRaw was given a message without an envelope")
+		return errors.New("acemq: PublishRaw was given a message without an envelope")
 	}
 	if !c.publishes.add() {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	defer c.publishes.done()
 	if err := checkMessage(&m); err != nil {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
-		return nil, err
+		return err
 	}
-	return c.relocate(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), from)
+	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), nowNano())
 }
 
 // relocate is the one move acemq makes of a delivery, from its queue to
-// another (a retry, a dead letter, a parking, a replay): it publishes msg,
+// another (a retry, a dead letter, a parking): it publishes msg,
 // and only once the broker confirmed it, acks from (when not nil). err is
 // the publish's, and from is then left unsettled; ackErr is the ack's. A
 // failed ack loses nothing: the copy is safe and the original comes again,
@@ -188,13 +184,48 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 			err = fmt.Errorf("%w: publishing %s to %s", err, msg.MessageID, destination(msg.Exchange, msg.RoutingKey))
 		case errors.Is(err, ErrUnroutable):
 			// The transport's text names the exchange and key already.
-			err = fmt.Errorf("acemq: publishing %s: %w", msg.MessageID, err)
+			err = fmt.Errorf("acemq: publishing %s: %w%s", msg.MessageID, err, c.unroutableHint(ctx, msg))
 		default:
 			err = fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
 		}
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
 	return err
+}
+
+// unroutableHint is what an unroutable publish to the default exchange
+// adds when its key is the name of an ordered queue, which is no queue
+// itself but an exchange in front of {queue}.p0 and the other partitions:
+// where to publish instead. It looks for {key}.p0 passively, only on this
+// failure path, and says nothing when it cannot tell.
+// The last answer is kept for a second, so that a SendAll of many
+// messages to the same key looks once.
+func (c *Conn) unroutableHint(ctx context.Context, msg transport.Message) string {
+	if msg.Exchange != "" || msg.RoutingKey == "" || ctx.Err() != nil {
+		return ""
+	}
+	now := time.Now()
+	if m := c.lastHint.Load(); m != nil && m.key == msg.RoutingKey && now.Sub(m.at) < time.Second {
+		return m.hint
+	}
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := c.t.Inspect(ictx, PartitionQueue(msg.RoutingKey, 0))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return "" // cannot tell; not worth remembering
+	}
+	hint := ""
+	if err == nil {
+		hint = fmt.Sprintf("; %[1]q is an ordered queue: publish to the exchange %[1]q with a Key, not to the default exchange", msg.RoutingKey)
+	}
+	c.lastHint.Store(&unroutableMemo{key: msg.RoutingKey, hint: hint, at: now})
+	return hint
+}
+
+// unroutableMemo is an answer of unroutableHint for a routing key.
+type unroutableMemo struct {
+	key, hint string
+	at        time.Time
 }
 
 // isSentinel reports err is one of the sentinels itself, not an error

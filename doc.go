@@ -135,8 +135,8 @@
 // [ErrFatal] among them), "rabbitmq: " and "memory: " for the transports,
 // "outbox: ", "saga: ", "patterns: " for theirs. An error met on the way is
 // wrapped with %w as its cause and its text is left as its maker wrote it,
-// so one message may read "acemq: publishing …: rabbitmq: publish to …:
-// acemq: the message was unroutable (312 NO_ROUTE)". Texts are for people:
+// so one message may read "acemq: publishing …: rabbitmq: publish to …: no
+// queue took the message (312 NO_ROUTE)". Texts are for people:
 // test for a kind of error with [errors.Is] and [errors.As], never by text.
 // A publish interceptor's error is returned as it is, not wrapped.
 //

@@ -35,7 +35,8 @@ type Envelope struct {
 	Headers       map[string]any // the application's headers
 
 	// reserved holds x-acemq- headers the fields above do not stand for,
-	// such as a routing slip's; only acemq's own packages set them.
+	// such as a routing slip's: see Reserved, SetReserved and
+	// ReservedHeader.
 	reserved map[string]any
 }
 

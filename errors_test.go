@@ -46,7 +46,7 @@ func TestErrorTexts(t *testing.T) {
 				err:  acemq.NewPublisher[OrderPlaced](c, "", unroutable).Send(ctxT(t), OrderPlaced{}),
 				is:   acemq.ErrUnroutable,
 				want: `acemq: publishing ` + id + `: memory: no queue took the message published to exchange "" \(the default exchange\) with routing key ` + quote(unroutable),
-				rmq:  `acemq: publishing ` + id + `: rabbitmq: publish to exchange "", routing key ` + quote(unroutable) + `: acemq: the message was unroutable \(312 NO_ROUTE\)`,
+				rmq:  `acemq: publishing ` + id + `: rabbitmq: publish to exchange "", routing key ` + quote(unroutable) + `: no queue took the message \(312 NO_ROUTE\)`,
 			},
 			{
 				name: "no such exchange",
@@ -54,7 +54,7 @@ func TestErrorTexts(t *testing.T) {
 				is:   transport.ErrNotFound,
 				want: `acemq: publishing ` + id + ` to exchange ` + quote(nx) + ` with key "k": memory: publish: no exchange named ` + quote(nx),
 				rmq: `acemq: publishing ` + id + ` to exchange ` + quote(nx) + ` with key "k": rabbitmq: publish to exchange ` + quote(nx) +
-					`: acemq: not found: Exception \(404\) Reason: "NOT_FOUND - no exchange '` + regexp.QuoteMeta(nx) + `' in vhost '/'"`,
+					`: Exception \(404\) Reason: "NOT_FOUND - no exchange '` + regexp.QuoteMeta(nx) + `' in vhost '/'"`,
 			},
 			{
 				name: "a declaration that conflicts",
@@ -62,7 +62,7 @@ func TestErrorTexts(t *testing.T) {
 				is:   transport.ErrTopologyConflict,
 				want: `acemq: declaring the queues of consumer ` + quote(q) + `: memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
 				rmq: `acemq: declaring the queues of consumer ` + quote(q) + `: rabbitmq: declare queue ` + quote(q) +
-					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
+					`: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
 			},
 			{
 				// Declare wraps the transport's error.
@@ -71,7 +71,7 @@ func TestErrorTexts(t *testing.T) {
 				is:   transport.ErrTopologyConflict,
 				want: `acemq: declaring: memory: queue ` + quote(q) + ` already exists with x-max-length 10, not absent`,
 				rmq: `acemq: declaring: rabbitmq: declare queue ` + quote(q) +
-					`: acemq: the declaration conflicts with the broker's: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
+					`: Exception \(406\) Reason: "PRECONDITION_FAILED - inequivalent arg 'x-max-length' .*`,
 			},
 			{
 				name: "bad options",
@@ -99,6 +99,7 @@ func TestErrorTexts(t *testing.T) {
 					want = tc.rmq
 				}
 				assert.Regexp(t, "^"+want+"$", tc.err.Error())
+				assert.Equal(t, 1, countPrefix(tc.err.Error()), "acemq: more than once")
 				if tc.is != nil {
 					assert.ErrorIs(t, tc.err, tc.is)
 				}

@@ -60,6 +60,20 @@ func typeName[T any]() string {
 	return t.String()
 }
 
+// goTypeName is T's name without its package but with its pointers,
+// "*OrderPlaced": for an error that must tell T from *T.
+func goTypeName[T any]() string {
+	stars := ""
+	t := reflect.TypeFor[T]()
+	for t.Kind() == reflect.Pointer && t.Name() == "" {
+		stars, t = stars+"*", t.Elem()
+	}
+	if n := t.Name(); n != "" {
+		return stars + n
+	}
+	return stars + t.String()
+}
+
 // PublishResult is the fate of one payload of SendAll: its message ID and
 // the error Send would have returned.
 type PublishResult struct {
@@ -76,6 +90,9 @@ type PublishResult struct {
 // error (errors.Is holds), naming the message and its destination. A
 // message that was not confirmed is never reported as sent.
 func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...SendOption) error {
+	if perMessageOf(opts) != nil {
+		return p.SendAll(ctx, []T{v}, opts...)[0].Err // PerMessage's one path
+	}
 	_, err := p.send(ctx, v, opts)
 	return err
 }
@@ -239,7 +256,7 @@ func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m Raw
 	if env.Key == "" && p.cfg.keyBy != nil {
 		fn, ok := p.cfg.keyBy.(func(T) string)
 		if !ok {
-			return RawMessage{Exchange: p.exchange, Envelope: env}, false, fmt.Errorf("acemq: the publisher of %s was given KeyBy for %s: KeyBy's function must take the publisher's type", typeName[T](), p.cfg.keyByType)
+			return RawMessage{Exchange: p.exchange, Envelope: env}, false, fmt.Errorf("acemq: the publisher of %s was given KeyBy for %s: KeyBy's function must take the publisher's type", goTypeName[T](), p.cfg.keyByType)
 		}
 		env.Key = fn(v)
 	}

@@ -65,7 +65,7 @@ func KeyBy[T any](fn func(T) string) PublisherOption {
 			c.keyBy, c.keyByType = nil, ""
 			return
 		}
-		c.keyBy, c.keyByType = fn, typeName[T]()
+		c.keyBy, c.keyByType = fn, goTypeName[T]()
 	})
 }
 

@@ -3,10 +3,12 @@
 // outbox) found through the environment, on this machine, or in a
 // container.
 //
-// The container fallback lives in package acemqtest/container, so that a
-// test binary that reaches its broker by URL links no Docker client. A
-// test binary that wants it imports that package for its effect, in one of
-// its test files:
+// The container fallback lives in package acemqtest/container, a module
+// of its own, so that a test binary that reaches its broker by URL links no
+// Docker client and a module requiring acemq carries none in its module
+// graph. A test binary that wants it requires that module (go get
+// github.com/acemq/acemq/acemqtest/container) and imports the package for
+// its effect, in one of its test files:
 //
 //	import _ "github.com/acemq/acemq/acemqtest/container"
 //

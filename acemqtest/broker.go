@@ -154,7 +154,8 @@ const containerImport = `import _ "github.com/acemq/acemq/acemqtest/container"`
 func fromContainer(start func() (string, error)) (string, error) {
 	if start == nil {
 		return "", errors.New("this test binary does not link the container fallback; " +
-			"to start one in Docker, add to one of its test files: " + containerImport + " (see docs/testing.md)")
+			"to start one in Docker, require module github.com/acemq/acemq/acemqtest/container and add to one of its test files: " +
+			containerImport + " (see docs/testing.md)")
 	}
 	return start()
 }

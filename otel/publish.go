@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/extend"
 	"github.com/acemq/acemq/internal/wire"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -88,7 +87,7 @@ func (p *Publisher[T]) Send(ctx context.Context, v T, opts ...acemq.SendOption) 
 // one span per message, each a child of ctx's span; the results are in
 // vs's order.
 func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...acemq.SendOption) []acemq.PublishResult {
-	return p.inner.SendAll(ctx, vs, append(slices.Clip(opts), hooks.PerMessage(p.span))...)
+	return p.inner.SendAll(ctx, vs, append(slices.Clip(opts), acemq.PerMessage(p.span))...)
 }
 
 // span opens the span of one message: it starts before the message's
@@ -116,6 +115,3 @@ func (p *Publisher[T]) span(ctx context.Context) (context.Context, func(id strin
 		span.End()
 	}
 }
-
-// hooks reach the root's per-message send option.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

@@ -60,7 +60,7 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers); err != nil {
 		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
 	}
-	if s.Reserved, s.Reserved64, err = encodeTable(hooks.Reserved(e, false)); err != nil {
+	if s.Reserved, s.Reserved64, err = encodeTable(e.Reserved()); err != nil {
 		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
 	}
 	b, err := json.Marshal(s)
@@ -91,9 +91,10 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		if err != nil {
 			return nil, err
 		}
-		dst := hooks.Reserved(e, true)
 		for k, v := range reserved {
-			dst[k] = v
+			if err := e.SetReserved(k, v); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return e, nil

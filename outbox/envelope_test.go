@@ -53,7 +53,7 @@ func TestEnvelopeRoundTripsWithHeaderTypes(t *testing.T) {
 				Attempt: 1, FirstSeen: when.UTC(), Origin: "svc@host", ReplyTo: "r", Key: "order-1",
 				Headers: map[string]any{"h": tc.value},
 			}
-			hooks.Reserved(in, true)["x-acemq-slip"] = []any{"a", "b"}
+			require.NoError(t, in.SetReserved("x-acemq-slip", []any{"a", "b"}))
 			text, err := marshalEnvelope(in)
 			require.NoError(t, err)
 			out, err := unmarshalEnvelope([]byte(text))
@@ -81,14 +81,14 @@ func TestEnvelopeKeepsHeaderNamesThatAreNotUTF8(t *testing.T) {
 	in := &acemq.Envelope{ID: "m", FirstSeen: time.Unix(1, 0).UTC(), Headers: map[string]any{
 		"\xffname": "\xfevalue", "plain": "v", "": "empty name",
 	}}
-	hooks.Reserved(in, true)["x-acemq-\xff"] = "r"
+	require.NoError(t, in.SetReserved("x-acemq-\xff", "r"))
 	text, err := marshalEnvelope(in)
 	require.NoError(t, err)
 	assert.NotContains(t, text, "\ufffd", "a byte became U+FFFD")
 	out, err := unmarshalEnvelope([]byte(text))
 	require.NoError(t, err)
 	assert.Equal(t, in.Headers, out.Headers)
-	assert.Equal(t, "r", hooks.Reserved(out, false)["x-acemq-\xff"])
+	assert.Equal(t, "r", out.Reserved()["x-acemq-\xff"])
 }
 
 func TestEnvelopeRefusesWhatAnAMQPTableCannotCarry(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/extend"
 )
 
 // Publisher writes messages of type T into an Outbox, in the caller's
@@ -81,9 +80,8 @@ func (p *Publisher[T]) Send(ctx context.Context, tx *sql.Tx, v T, opts ...acemq.
 	return nil
 }
 
-// scheduleKey is the extend key under which At and After store when a row
-// is due.
-type scheduleKey struct{}
+// scheduleKey is the key under which At and After carry when a row is due.
+var scheduleKey = acemq.NewSendKey[schedule]("outbox schedule")
 
 // schedule is At's time or After's delay.
 type schedule struct {
@@ -97,14 +95,14 @@ type schedule struct {
 // once. A plain acemq.Publisher ignores the option and sends at once. When
 // several of At and After are given, the last one counts.
 func At(t time.Time) acemq.SendOption {
-	return hooks.NewSendOption(scheduleKey{}, schedule{at: t, isAt: true}, nil)
+	return scheduleKey.Option(schedule{at: t, isAt: true})
 }
 
 // After schedules a message written by an outbox Publisher to be
 // published d after Send, never before; d <= 0 means at once. A plain
 // acemq.Publisher ignores the option and sends at once.
 func After(d time.Duration) acemq.SendOption {
-	return hooks.NewSendOption(scheduleKey{}, schedule{after: d}, nil)
+	return scheduleKey.Option(schedule{after: d})
 }
 
 // latest is the latest time At accepts: the end of year 9999, which both
@@ -116,13 +114,9 @@ var latest = time.Date(9999, time.December, 31, 23, 59, 59, 0, time.UTC)
 // that time and the database's clock.
 func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	epoch := time.Unix(0, 0)
-	v, ok := hooks.SendValue(opts, scheduleKey{})
+	s, ok := scheduleKey.Value(opts)
 	if !ok {
 		return epoch, 0, nil
-	}
-	s, ok := v.(schedule)
-	if !ok {
-		return time.Time{}, 0, fmt.Errorf("outbox: a schedule option holds a %T", v)
 	}
 	if !s.isAt {
 		return epoch, max(0, s.after), nil
@@ -137,6 +131,3 @@ func dueAt(opts []acemq.SendOption) (time.Time, time.Duration, error) {
 	}
 	return s.at, 0, nil
 }
-
-// hooks reach the engine's reserved headers and option values.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

@@ -192,11 +192,8 @@ func NewRelay(o *Outbox, c *acemq.Conn, opts ...RelayOption) *Relay {
 		r.err = errors.Join(r.cfg.errs...)
 		r.sqls = newRelaySQL(o)
 	}
-	if r.cfg.logger == nil && c != nil {
-		r.cfg.logger = hooks.Logger(c) // the Conn's: WithLogger's or slog.Default()
-	}
 	if r.cfg.logger == nil {
-		r.cfg.logger = slog.Default()
+		r.cfg.logger = c.Logger() // WithLogger's, or slog.Default(); also for a nil c
 	}
 	return r
 }

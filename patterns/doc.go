@@ -11,6 +11,9 @@
 //     work, confirmed before each original is acked.
 //   - [Itinerary] and [Forward] are a routing slip: a message carries the list
 //     of queues it still has to visit and each step forwards it to the next.
+//   - [Bisect] turns a batch function that succeeds or fails as a whole (one
+//     statement per batch) into a batch handler with an Ack per message, by
+//     splitting the batch that fails until the bad messages are alone.
 //
 // Middleware is per-handler business; Conn-wide policy belongs in the
 // engine's interceptors. A typical consumer reads:

@@ -165,3 +165,59 @@ func ExampleWithIdempotency() {
 	fmt.Println(<-settled, <-settled, "charges:", charges)
 	// Output: acked acked charges: 1
 }
+
+// Bisect gives a batch consumer per-message Acks when its handler writes the
+// batch in one statement: the batch that fails is split until the bad row
+// is alone, and only that row goes down the retry ladder.
+func ExampleBisect() {
+	ctx := context.Background()
+	settled := make(chan acemq.Settlement, 8)
+	mq, err := acemq.Connect(ctx, "memory://example-bisect",
+		acemq.OnSettled(func(_ context.Context, s acemq.Settlement) { settled <- s }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer mq.Close()
+
+	// insertAll stands for one INSERT of every row, in one transaction: the
+	// database takes them all or none.
+	calls := 0
+	insertAll := func(_ context.Context, batch []*acemq.Message[OrderPlaced]) error {
+		calls++
+		for _, m := range batch {
+			if m.Payload.TotalCents < 0 {
+				return acemq.Fatal(fmt.Errorf("order %s: a negative total violates check constraint", m.Payload.OrderID))
+			}
+		}
+		return nil
+	}
+	ledger, err := acemq.NewBatchConsumer(mq, "ledger", patterns.Bisect(insertAll),
+		acemq.BatchSize(8), acemq.BatchWait(50*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	orders := []OrderPlaced{{"A-1", 100}, {"A-2", 200}, {"A-3", -5}, {"A-4", 400}, {"A-5", 500}, {"A-6", 600}, {"A-7", 700}, {"A-8", 800}}
+	for _, r := range acemq.NewPublisher[OrderPlaced](mq, "", "ledger").SendAll(ctx, orders) {
+		if r.Err != nil {
+			fmt.Println(r.Err)
+			return
+		}
+	}
+	stop := consumeFor(ledger)
+	acked := 0
+	for range orders {
+		s := <-settled
+		if s.Outcome == acemq.OutcomeAcked {
+			acked++
+			continue
+		}
+		fmt.Println(s.Outcome+":", s.Reason)
+	}
+	stop()
+	fmt.Println("acked:", acked, "calls:", calls)
+	// Output:
+	// dead_lettered: order A-3: a negative total violates check constraint
+	// acked: 7 calls: 6
+}

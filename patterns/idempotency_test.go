@@ -143,6 +143,38 @@ func TestWithIdempotencyInProgressRetriesAfterTheLease(t *testing.T) {
 	assert.ErrorContains(t, ack.Err(), `"m-1" is being handled elsewhere`)
 }
 
+// keepStore records the keep each Complete was given.
+type keepStore struct {
+	*patterns.MemoryStore
+	keeps []time.Duration
+}
+
+func (s *keepStore) Complete(ctx context.Context, key string, keep time.Duration) error {
+	s.keeps = append(s.keeps, keep)
+	return s.MemoryStore.Complete(ctx, key, keep)
+}
+
+// The store remembers a handled key for IdempotencyKeep's time, or
+// DefaultKeep's; a keep of zero or less is the default.
+func TestWithIdempotencyKeep(t *testing.T) {
+	t.Parallel()
+	done := func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() }
+	for _, tc := range []struct {
+		opts []patterns.IdempotencyOption
+		want time.Duration
+	}{
+		{nil, patterns.DefaultKeep},
+		{[]patterns.IdempotencyOption{patterns.IdempotencyKeep(90 * time.Minute)}, 90 * time.Minute},
+		{[]patterns.IdempotencyOption{patterns.IdempotencyKeep(0)}, patterns.DefaultKeep},
+	} {
+		store := &keepStore{MemoryStore: patterns.NewMemoryStore()}
+		h := patterns.Chain(done, patterns.WithIdempotency[OrderPlaced](store, tc.opts...))
+		ack := h(context.Background(), &acemq.Message[OrderPlaced]{Envelope: &acemq.Envelope{ID: newID()}})
+		require.Equal(t, "done", ack.String())
+		assert.Equal(t, []time.Duration{tc.want}, store.keeps)
+	}
+}
+
 // Two workers take the two copies of one message at once: the handler runs
 // once, and both copies end acked.
 func TestWithIdempotencyUnderConcurrency(t *testing.T) {

@@ -68,7 +68,10 @@ func Rate(perSecond float64) ReplayOption {
 const moveTimeout = 30 * time.Second
 
 // Replay moves messages from the queue from, typically a {queue}.dlq or
-// {queue}.parked, to the queue to, through the default exchange. Each is
+// {queue}.parked, to the queue to, through the default exchange; when to
+// is an ordered consumer's queue (see OrderedTarget), through its exchange
+// named to, which routes each message by its key to the key's partition,
+// behind the messages of the key already there. Each is
 // published with the envelope it had, its ID, headers and trace context
 // (traceparent) kept so its trace stays linked, but with Attempt reset to
 // 1 and Error cleared, so it climbs the retry ladder afresh. It goes
@@ -101,10 +104,14 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 		}
 	}
 	t := c.Transport()
-	if _, err := t.Inspect(ctx, to); err != nil {
+	ordered, err := OrderedTarget(ctx, t, to)
+	if err != nil {
 		return rep, fmt.Errorf("patterns: replay to %q: %w", to, err)
 	}
 	r := replayer{c: c, t: t, from: from, to: to, cfg: &cfg}
+	if ordered {
+		r.exchange = to
+	}
 	defer r.putBack()
 	next := time.Now()
 	for cfg.limit == 0 || rep.Moved < cfg.limit {
@@ -139,11 +146,29 @@ func Replay(ctx context.Context, c *acemq.Conn, from, to string, opts ...ReplayO
 	return rep, nil
 }
 
+// OrderedTarget reports whether name is an ordered consumer's queue: no
+// queue has the name, and its first partition, {name}.p0, exists (an
+// ordered consumer declares an exchange named name and the partitions
+// {name}.p0 ... behind it). A plain queue named name is not ordered
+// whatever else exists. When neither exists the error is the one looking
+// for name met, wrapping transport.ErrNotFound.
+func OrderedTarget(ctx context.Context, t transport.Transport, name string) (bool, error) {
+	_, err := t.Inspect(ctx, name)
+	if err == nil || !errors.Is(err, transport.ErrNotFound) {
+		return false, err
+	}
+	if _, perr := t.Inspect(ctx, name+".p0"); perr == nil {
+		return true, nil
+	}
+	return false, err
+}
+
 // replayer is the state of one Replay.
 type replayer struct {
 	c        *acemq.Conn
 	t        transport.Transport
 	from, to string
+	exchange string // to's exchange when to is an ordered queue, else "" (the default exchange)
 	cfg      *replayConfig
 	held     []transport.Delivery // skipped or failed, returned at the end
 	firstErr error
@@ -164,14 +189,21 @@ func (r *replayer) one(ctx context.Context, d transport.Delivery, rep *ReplayRep
 	env.Attempt, env.Error = 1, ""
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), moveTimeout)
 	defer cancel()
-	// The engine's own move: the copy confirmed, then the original acked.
-	// An ack that fails leaves the original to come back to from: a
-	// duplicate, not a loss.
-	_, err = hooks.Move(r.c, mctx, &d, acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType})
+	// The copy confirmed, then the original acked, as the engine moves a
+	// delivery. An ack that fails leaves the original to come back to from:
+	// a duplicate, not a loss.
+	m := acemq.RawMessage{RoutingKey: r.to, Envelope: env, Body: d.Body, ContentType: d.ContentType}
+	if r.exchange != "" {
+		// The x-consistent-hash exchange routes by the envelope's key
+		// (header x-acemq-key), not by the routing key.
+		m.Exchange, m.RoutingKey = r.exchange, ""
+	}
+	err = r.c.PublishRaw(mctx, m)
 	if err != nil {
 		r.fail(d, rep, err)
 		return
 	}
+	_ = d.Ack()
 	rep.Moved++
 }
 

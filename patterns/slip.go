@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/acemq/acemq"
-	"github.com/acemq/acemq/internal/extend"
 	"github.com/google/uuid"
 )
 
@@ -16,9 +15,6 @@ import (
 // forge or drop it; a producer writing AMQP directly can, which is why a
 // slip is for queues only trusted producers write to (docs/security.md).
 const itineraryHeader = "x-acemq-itinerary"
-
-// itineraryKey tags the send option Itinerary makes.
-type itineraryKey struct{}
 
 // Itinerary attaches a routing slip to the message being sent: after the
 // queue it is sent to, it visits steps in order, each step's handler
@@ -33,7 +29,7 @@ func Itinerary(steps ...string) acemq.SendOption {
 	for i, s := range steps {
 		slip[i] = s
 	}
-	return hooks.NewSendOption(itineraryKey{}, steps, map[string]any{itineraryHeader: slip})
+	return acemq.ReservedHeader(itineraryHeader, slip)
 }
 
 // Forward passes a message on along its routing slip. After the handler
@@ -111,7 +107,7 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 	if env == nil {
 		return nil, nil
 	}
-	v, ok := hooks.Reserved(env, false)[itineraryHeader]
+	v, ok := env.Reserved()[itineraryHeader]
 	if !ok || v == nil {
 		return nil, nil
 	}
@@ -144,6 +140,3 @@ func readSlip(env *acemq.Envelope) ([]string, error) {
 	}
 	return out, nil
 }
-
-// hooks reach the engine's reserved headers and option values.
-var hooks = extend.Get[acemq.SendOption, acemq.Envelope, acemq.Conn, acemq.RawMessage]()

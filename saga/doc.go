@@ -29,6 +29,15 @@
 // [Starts]. A stored state that no longer decodes into S is parked with
 // acemq.Park, the reason naming the saga, the ID and the decode error.
 //
+// # Mistakes found early
+//
+// [Saga.Check] fails, with an error wrapping [ErrNotMigrated] that names
+// the table and says to call Migrate, when the saga's or its inbox's table
+// does not exist; a handler checks by itself until a check passes, and
+// retries its messages meanwhile. A step that panics is recovered by the
+// handler, which logs its stack once at Error ([WithLogger]) with the
+// message ID and the correlation ID, and rejects the message.
+//
 // # Timeouts
 //
 // A timeout is a message the step schedules with outbox.After (or

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -69,6 +70,23 @@ type Step[S, T any] func(ctx context.Context, in *Instance[S], m *acemq.Message[
 //   - A stored state that does not decode into S is parked (acemq.Park),
 //     with the reason; fix S and replay the parked message.
 //   - A database error is retried.
+//   - A step (or correlate) that panics is recovered by the handler: the
+//     stack is logged once, at Error, on the saga's logger (WithLogger)
+//     with the message's ID and the correlation ID, and the message is
+//     rejected to the dead-letter queue at once, as the engine settles a
+//     handler's panic, with the reason `the handler rejected it: saga
+//     "checkout": the step panicked on correlation ID "o-42": <value>`.
+//     Being an Ack, it is not logged again by the engine, and the kill
+//     switch counts it as a rejection, not as a failure.
+//
+// Until a check passes, the handler first checks, as Check does, that the
+// saga's table and its inbox's table exist, before it opens a transaction
+// or claims anything. While one is missing every message is retried down
+// the consumer's ladder with the reason `saga: table acemq_saga_checkout of
+// saga "checkout" does not exist; call Saga.Migrate first`, and the first
+// such message logs it at Error; a migration that lands within the ladder
+// loses nothing. Call Check where the service starts to fail before any
+// message is taken.
 //
 // A nil s, correlate, step or option makes every message retried with an
 // error saying which.
@@ -95,14 +113,26 @@ func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step
 	case nilOpts:
 		bad = fmt.Errorf("saga: Handle of %q was given a nil HandleOption", s.name)
 	}
-	return func(ctx context.Context, m *acemq.Message[T]) acemq.Ack {
+	return func(ctx context.Context, m *acemq.Message[T]) (ack acemq.Ack) {
 		if bad != nil {
 			return acemq.Retry(bad)
 		}
 		if m == nil || m.Envelope == nil || m.Envelope.ID == "" {
 			return acemq.Reject(fmt.Errorf("saga %q: the message has no envelope or no ID", s.name))
 		}
-		id := correlate(m)
+		if !s.checked.Load() {
+			if err := s.Check(ctx); err != nil {
+				s.logMissing(ctx, err)
+				return acemq.Retry(err)
+			}
+		}
+		var id string
+		defer func() {
+			if p := recover(); p != nil {
+				ack = panicked(ctx, s, m, id, p)
+			}
+		}()
+		id = correlate(m)
 		if id == "" {
 			return acemq.Reject(fmt.Errorf("saga %q: message %q has no correlation ID", s.name, m.Envelope.ID))
 		}
@@ -135,6 +165,32 @@ func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step
 			return acemq.AckOf(err)
 		}
 	}
+}
+
+// logMissing logs, once per saga, at Error, a Check that found a table
+// missing: the consumer's settlements say it too, but a retry's reason is
+// easy to miss until the messages reach the dead-letter queue.
+func (s *Saga[S]) logMissing(ctx context.Context, err error) {
+	if errors.Is(err, ErrNotMigrated) && s.missingLogged.CompareAndSwap(false, true) {
+		s.logger.ErrorContext(ctx, "saga: a table is missing, so every message is retried until it exists",
+			"saga", s.name, "error", err)
+	}
+}
+
+// panicked logs a panic of the step (or of correlate) once, at Error, with
+// its stack, and settles the message as the engine settles a handler's
+// panic: rejected, to the dead-letter queue at once. The saga recovers it
+// itself so that the log can name the correlation ID, and so that the
+// engine, which sees an Ack, does not log it again.
+func panicked[S, T any](ctx context.Context, s *Saga[S], m *acemq.Message[T], id string, p any) acemq.Ack {
+	s.metrics.step(ctx, OutcomeFailed)
+	s.logger.ErrorContext(ctx, "saga: a step panicked; the message is rejected",
+		"saga", s.name, "queue", m.Queue, "id", m.Envelope.ID, "correlation_id", id,
+		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if id == "" {
+		return acemq.Reject(fmt.Errorf("saga %q: the correlate function panicked on message %q: %v", s.name, m.Envelope.ID, p))
+	}
+	return acemq.Reject(fmt.Errorf("saga %q: the step panicked on correlation ID %q: %v", s.name, id, p))
 }
 
 // result is how one run of a step ended.

@@ -3,6 +3,7 @@ package saga
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/acemq/acemq/outbox"
@@ -25,7 +26,21 @@ type config struct {
 	meterProvider metric.MeterProvider
 	inbox         *outbox.Inbox
 	keep          time.Duration
+	logger        *slog.Logger
 	errs          []error
+}
+
+// WithLogger sets where the saga's handlers log what the consumer's
+// settlement alone would not show: a step that panicked (with its stack)
+// and a missing table. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.errs = append(c.errs, errors.New("WithLogger was given nil"))
+			return
+		}
+		c.logger = l
+	})
 }
 
 // WithMeterProvider sets where the saga's instruments are created. The

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/acemq/acemq/outbox"
@@ -27,6 +29,20 @@ func (e *notFound) Error() string {
 }
 
 func (e *notFound) Is(target error) bool { return target == ErrNotFound }
+
+// ErrNotMigrated is what Check returns, wrapped, when the saga's table or
+// its inbox's table does not exist; a handler made by Handle retries its
+// messages with an error wrapping it until they do. Test with errors.Is.
+var ErrNotMigrated = errors.New("saga: a table is missing; call Saga.Migrate")
+
+// missingTable names the saga and its table that does not exist.
+type missingTable struct{ name, what, table string }
+
+func (e *missingTable) Error() string {
+	return fmt.Sprintf("%s %s of saga %q does not exist; call Saga.Migrate first", e.what, e.table, e.name)
+}
+
+func (e *missingTable) Is(target error) bool { return target == ErrNotMigrated }
 
 // TablePrefix is what a saga's table is named with: acemq_saga_<name>.
 const TablePrefix = "acemq_saga_"
@@ -58,6 +74,11 @@ type Saga[S any] struct {
 	inbox   *outbox.Inbox
 	keep    time.Duration
 	metrics *instruments
+	logger  *slog.Logger
+
+	// checked is set once Check found the tables; a handler checks until
+	// then. missingLogged is set once a handler logged a missing table.
+	checked, missingLogged atomic.Bool
 
 	load, insert, update, get, list, listOpen, countOpen string
 }
@@ -88,7 +109,10 @@ func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error)
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, fmt.Errorf("saga: New of %q: %w", name, err)
 	}
-	s := &Saga[S]{name: name, table: TablePrefix + name, db: o.DB(), dialect: o.Dialect(), inbox: cfg.inbox, keep: cfg.keep}
+	s := &Saga[S]{name: name, table: TablePrefix + name, db: o.DB(), dialect: o.Dialect(), inbox: cfg.inbox, keep: cfg.keep, logger: cfg.logger}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	if s.inbox == nil {
 		in, err := outbox.NewInbox(s.db, s.dialect)
 		if err != nil {
@@ -159,6 +183,46 @@ func (s *Saga[S]) Migrate(ctx context.Context) error {
 		return fmt.Errorf("saga: migrating %q: %w", s.name, err)
 	}
 	return nil
+}
+
+// Check reports whether the saga's table and its inbox's table exist: one
+// catalog query each, which reads no rows. When one is missing the error
+// wraps ErrNotMigrated and names the table:
+//
+//	saga: table acemq_saga_transfer of saga "transfer" does not exist; call Saga.Migrate first
+//
+// Call it where the service starts, before running the saga's consumer,
+// when the tables are made by another job than this process's Migrate: a
+// missing table then stops the start-up instead of the first message. A
+// handler made by Handle checks by itself until a check passes (see Handle).
+func (s *Saga[S]) Check(ctx context.Context) error {
+	for _, t := range []struct{ what, table string }{
+		{"table", s.table},
+		{"inbox table", s.inbox.TableName()},
+	} {
+		ok, err := s.tableExists(ctx, t.table)
+		if err != nil {
+			return fmt.Errorf("saga: checking that the %s %s of %q exists: %w", t.what, t.table, s.name, err)
+		}
+		if !ok {
+			return fmt.Errorf("saga: %w", &missingTable{s.name, t.what, t.table})
+		}
+	}
+	s.checked.Store(true)
+	return nil
+}
+
+// tableExists asks the database's catalog whether table exists: on
+// PostgreSQL in the search path, as the saga's unqualified queries find it.
+func (s *Saga[S]) tableExists(ctx context.Context, table string) (bool, error) {
+	var ok bool
+	if s.dialect == outbox.Postgres {
+		err := s.db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&ok)
+		return ok, err
+	}
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE`, table).Scan(&n)
+	return n > 0, err
 }
 
 // Drop deletes the saga's table and every instance in it (not the inbox's

@@ -17,8 +17,10 @@
 #    empty, so acemqtest must fall back to containers.
 # 3. Runs the tests of acemqtest/container and the acemqtest, root and
 #    outbox tests inside the namespace, built with the tag
-#    acemqtest_container (which links acemqtest/container into the last
-#    three through their container_link_test.go), with
+#    acemqtest_container and an -overlay that adds to each of the last
+#    three a container_link_test.go importing acemqtest/container (a module
+#    of its own, which the root module does not require: the workspace,
+#    go.work, resolves it), with
 #    ACEMQ_RABBITMQ_URL and ACEMQ_POSTGRES_URL unset, the reaper off
 #    (TESTCONTAINERS_RYUK_DISABLED=true: no image registry is reachable) and
 #    ACEMQ_REQUIRE_BROKER=1 (a skip would prove nothing), one package at a
@@ -42,8 +44,10 @@ repo=$PWD
 GO=${GO:-go}
 TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 20m}
 PACKAGES=${PACKAGES:-./acemqtest/container ./acemqtest . ./outbox}
-# Links the container fallback into the test binaries that import it only
-# behind this tag; without it they would skip (or, here, fail).
+# The tag leaves out acemqtest's check that no container hook is linked;
+# the overlay (made below, once $work exists) links the container fallback
+# into the test binaries of the root module's packages, which would skip
+# (or, here, fail) without it.
 TAGS=-tags=acemqtest_container
 CACHE=${ACEMQ_CONTAINER_CACHE:-/var/cache/acemq-test-container}
 SUITE=bookworm
@@ -289,6 +293,27 @@ start_dockerd
 import_image "$CACHE/rabbitmq.tar" "$RABBIT_IMAGE" 5672
 import_image "$CACHE/postgres.tar" "$PG_IMAGE" 5432
 t_engine=$SECONDS
+
+# link_overlay writes an overlay that adds a container_link_test.go, the
+# blank import of acemqtest/container, to each package of PACKAGES outside
+# that module, and adds it to TAGS. The root module cannot hold such a file:
+# it would have to require the container module, and every user of acemq
+# would carry testcontainers in their module graph again.
+link_overlay() {
+	local overlay=$work/link-overlay.json sep= dir name path
+	printf '{"Replace": {' >"$overlay"
+	# shellcheck disable=SC2086
+	while read -r path dir name; do
+		[ "$path" = github.com/acemq/acemq/acemqtest/container ] && continue
+		printf '// Added by scripts/test-container.sh (an -overlay).\npackage %s_test\n\nimport _ "github.com/acemq/acemq/acemqtest/container"\n' \
+			"$name" >"$work/link-$name.go"
+		printf '%s"%s/container_link_test.go": "%s"' "$sep" "$dir" "$work/link-$name.go" >>"$overlay"
+		sep=,
+	done < <("$GO" list -f '{{.ImportPath}} {{.Dir}} {{.Name}}' $PACKAGES)
+	printf '}}\n' >>"$overlay"
+	TAGS="$TAGS -overlay=$overlay"
+}
+link_overlay
 
 # Build the test binaries outside the namespace (the module proxy is
 # reachable here), so that the runs below only run.

@@ -26,6 +26,16 @@
 //   - A transport may also implement [BatchPublisher], which SendAll uses to
 //     put a whole batch in flight from one call; its promises are Publish's,
 //     message by message.
+//
+// # Optional capabilities
+//
+// Besides [BatchPublisher], a transport may implement [Leaser] and
+// [HandOverConsumer] (what ordered consumers are built from), [Fencer]
+// (fencing tokens the broker keeps) and [Liveness] (when the transport last
+// heard its broker, by the process's own monotonic clock). Both shipped
+// transports implement Leaser, HandOverConsumer and Fencer; only
+// transport/rabbitmq implements Liveness: an in-process broker cannot go
+// silent, so a transport without it is never taken to be cut off.
 package transport
 
 import (
@@ -34,10 +44,15 @@ import (
 	"time"
 )
 
-// Sentinel errors every Transport reports with (wrapped with %w and context).
+// Sentinel errors every Transport reports with, wrapped in errors of its own.
 // They are package acemq's errors (it re-exports them), so their texts begin
-// "acemq: "; a transport's own errors begin with its own name ("rabbitmq: ",
-// "memory: ") and wrap these with %w.
+// "acemq: ". A transport's errors begin with its own name ("rabbitmq: ",
+// "memory: ") and match these with errors.Is, but read without their text
+// (an Unwrap of their own rather than fmt's %w), so that the root's error
+// around one reads "acemq: " once: "acemq: publishing …: rabbitmq: publish
+// to …: no queue took the message (312 NO_ROUTE)". A transport that returns
+// a sentinel bare gets the root's context after its text. This package's
+// own errors, about a Delivery used wrongly, begin "transport: ".
 var (
 	// ErrClosed reports a call on a closed transport or Conn.
 	ErrClosed = errors.New("acemq: the connection is closed")
@@ -294,4 +309,42 @@ func (d Delivery) Release() error {
 		return errors.New("transport: the delivery cannot be released (not from ConsumeHandOver)")
 	}
 	return r.Release(d.Tag)
+}
+
+// Fencer is what a Transport adds to hand out fencing tokens: numbers per
+// name that the broker keeps, so that a holder of something (a partition of
+// an ordered queue) can stamp its writes and a store can refuse the writes
+// of a holder that has been replaced (UPDATE ... WHERE fence <= $1). No
+// database is involved.
+type Fencer interface {
+	// Fence increases the counter name and returns its new value, at least
+	// 1. Every value it returns for a name is greater than every value any
+	// Fence returned for that name before the call began, on any connection
+	// to the broker, across reconnects, broker restarts, the loss of a
+	// cluster node (the counter is replicated) and a client dying at any
+	// point of the call. Values may skip numbers: a call that failed or was
+	// cut short may use one up. On failure it returns 0 and an error; a
+	// name the broker holds as something else (a queue of another kind)
+	// fails wrapping ErrTopologyConflict.
+	Fence(ctx context.Context, name string) (uint64, error)
+}
+
+// Liveness is what a Transport adds to say when it last heard from its
+// broker, measured with the process's own monotonic clock. A process that
+// was frozen (a long GC pause, a stopped VM, SIGSTOP) or cut off by the
+// network sees, as soon as it runs again, that time.Since(LastHeard())
+// exceeds Timeout(): by then the broker may have taken its connection for
+// dead and ended its leases and subscriptions, whether or not the
+// transport has noticed yet.
+type Liveness interface {
+	// LastHeard is when the transport last read anything (a frame of any
+	// kind, heartbeats included) from the broker on its current
+	// connection, or on the last one while it is down. Its value carries a
+	// monotonic clock reading, so time.Since of it is immune to changes of
+	// the wall clock.
+	LastHeard() time.Time
+	// Timeout is the shortest silence after which the broker may have
+	// closed the connection as dead (leases and subscriptions with it).
+	// Zero means the broker never does (no heartbeat).
+	Timeout() time.Duration
 }

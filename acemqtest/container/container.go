@@ -6,7 +6,12 @@
 //	import _ "github.com/acemq/acemq/acemqtest/container"
 //
 // It is a package of its own so that a test binary that reaches its
-// broker by URL does not link, nor compile, the Docker client.
+// broker by URL does not link, nor compile, the Docker client, and a
+// module of its own (go get github.com/acemq/acemq/acemqtest/container) so
+// that a module requiring only github.com/acemq/acemq does not carry
+// testcontainers-go and the Docker client in its module graph. It reaches
+// acemqtest through acemqtest/internal/starter, so each of its versions
+// requires the acemq version it was released with.
 //
 // It starts at most one container per image per test binary, from
 // acemqtest.RabbitMQImage and acemqtest.PostgresImage or the images

@@ -61,11 +61,18 @@ func runReplay(ctx context.Context, c *cli, args []string) error {
 		return fmt.Errorf("acemq: replay: the queue to move from, %s: %w", from, err)
 	}
 	// The target must exist before anything is taken or counted: a replay
-	// into nowhere should say so, not report a run of failures.
-	if _, err := mq.Transport().Inspect(ctx, to); err != nil {
+	// into nowhere should say so, not report a run of failures. An ordered
+	// queue is its exchange and partitions; Replay publishes to the
+	// exchange, which routes each message by its key.
+	ordered, err := patterns.OrderedTarget(ctx, mq.Transport(), to)
+	if err != nil {
 		return fmt.Errorf("acemq: replay: the target queue %s: %w", to, err)
 	}
-	fmt.Fprintf(c.stdout, "replaying from %s (%d ready) to %s\n", from, info.Messages, to)
+	through := ""
+	if ordered {
+		through = " (an ordered queue: through its exchange " + to + ", by each message's key)"
+	}
+	fmt.Fprintf(c.stdout, "replaying from %s (%d ready) to %s%s\n", from, info.Messages, to, through)
 
 	// The filter ends the replay, through rctx, once it has left too many
 	// messages in place; Progress keeps the counts the progress line shows.

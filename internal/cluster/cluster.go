@@ -450,13 +450,3 @@ func (c *Cluster) QueueLeader(ctx context.Context, queue string) (string, error)
 	}
 	return "", errors.New("cluster: no node is running")
 }
-
-// ByName returns the node called name (e.g. acemq-n1@localhost), or nil.
-func (c *Cluster) ByName(name string) *Node {
-	for _, n := range c.Nodes {
-		if n.Name == name {
-			return n
-		}
-	}
-	return nil
-}

@@ -39,6 +39,9 @@
 // one of a quorum queue, as RabbitMQ 3.10 does. ConsumeHandOver and Lease
 // implement transport.HandOverConsumer and transport.Leaser: a lease
 // belongs to the client that took it and ends when that client closes.
+// Fence implements transport.Fencer with counters the broker keeps for as
+// long as it lives. A client does not implement transport.Liveness: an
+// in-process broker is never silent.
 // Publishes are mandatory and confirmed at once. Queues are FIFO and honour
 // x-message-ttl, x-dead-letter-exchange, x-dead-letter-routing-key and, on
 // quorum queues, x-delivery-limit (20 when not given, as on RabbitMQ 4).
@@ -84,7 +87,8 @@ type Broker struct {
 	scratch []*queue    // routing targets of the publish in progress
 	seen    []*exchange // exchanges the routing in progress passed through
 	leases  map[string]*lease
-	free    []*entry // recycled entries
+	fences  map[string]uint64 // fencing counters (fence.go)
+	free    []*entry          // recycled entries
 }
 
 // maxFree bounds how many settled entries a broker keeps for reuse.

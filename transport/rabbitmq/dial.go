@@ -147,6 +147,9 @@ type Transport struct {
 
 	gets getChannel // the channel Get takes messages on
 
+	heard atomic.Pointer[hearing] // the current (or last) connection's reads (liveness.go)
+	fence fencing                 // the connection Fence runs on (fence.go)
+
 	ord ordered // plugin kinds checked and leases held (plugin.go, lease.go)
 
 	exchanges exchangeCheck // the exchanges known to exist
@@ -266,12 +269,20 @@ func (t *Transport) Node() string {
 // frames in the clear. TLS is therefore done here rather than by amqp091,
 // which is handed the URL with the amqp scheme and the port made explicit.
 func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
+	conn, _, err := t.dialHeard(ctx, i)
+	return conn, err
+}
+
+// dialHeard is dial, also returning what records when the connection's
+// socket last read anything from the broker (see liveness.go).
+func (t *Transport) dialHeard(ctx context.Context, i int) (*amqp.Connection, *hearing, error) {
 	n := t.nodes[i]
+	h := newHearing()
 	ctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
 	defer cancel()
 	dialURL, tlsCfg, err := t.plainURL(n.url)
 	if err != nil {
-		return nil, &nodeError{node: n.safe, err: t.scrub(err)}
+		return nil, nil, &nodeError{node: n.safe, err: t.scrub(err)}
 	}
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(t.cfg.ConnectionName)
@@ -299,6 +310,7 @@ func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
 				}
 			}
 			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+			c = h.wrap(c)
 			layered := wire.NewBatchConn(c)
 			if tlsCfg != nil {
 				tc := tls.Client(layered, tlsCfg)
@@ -315,9 +327,10 @@ func (t *Transport) dial(ctx context.Context, i int) (*amqp.Connection, error) {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = errors.Join(ctx.Err(), err)
 		}
-		return nil, &nodeError{node: n.safe, err: t.scrub(err)}
+		return nil, nil, &nodeError{node: n.safe, err: t.scrub(err)}
 	}
-	return conn, nil
+	h.setHeartbeat(conn.Config.Heartbeat)
+	return conn, h, nil
 }
 
 // nodeError is a failed attempt to connect to one node.
@@ -440,5 +453,5 @@ func (t *Transport) isClosed() bool {
 }
 
 func errClosed(op string) error {
-	return fmt.Errorf("rabbitmq: %s: %w", op, transport.ErrClosed)
+	return kindError(transport.ErrClosed, nil, "rabbitmq: %s: the transport is closed", op)
 }

@@ -100,6 +100,10 @@
 // single-active-consumer subscription by closing its channel without a
 // cancel, once every delivery it handed out was settled or released, so the
 // broker requeues the rest in order before activating the next consumer.
+// [Transport.Fence] hands out fencing tokens: positions in the log of a
+// stream queue named for the counter, which the broker assigns in order and
+// never twice. [Transport.LastHeard] and [Transport.Timeout] tell how long
+// the broker has been silent, by the socket's reads and the monotonic clock.
 //
 // # Logging and goroutines
 //

@@ -66,15 +66,29 @@ func closedWhat(err error) string {
 	return "connection"
 }
 
+// kindError returns an error that reads as the formatted message and wraps
+// sentinel, one of transport's, and cause when it is not nil (errors.Is and
+// errors.As find both). The message leaves the sentinel's own text out, so
+// the error reads with this package's prefix alone: a sentinel's text
+// begins "acemq: ", and the root's error around this one already does.
+func kindError(sentinel, cause error, format string, args ...any) error {
+	errs := []error{sentinel}
+	if cause != nil {
+		errs = append(errs, cause)
+	}
+	return &quiet{msg: fmt.Sprintf(format, args...), errs: errs}
+}
+
 // classify wraps a broker error met while doing op on name: a 404 with
 // transport.ErrNotFound, a 406 with transport.ErrTopologyConflict. Both the
-// sentinel and the *amqp.Error stay reachable through errors.Is/As.
+// sentinel and the *amqp.Error stay reachable through errors.Is/As; the
+// text is the broker's, which says which it was.
 func classify(op, kind, name string, err error) error {
 	switch amqpCode(err) {
 	case amqp.NotFound:
-		return fmt.Errorf("rabbitmq: %s %s %q: %w: %w", op, kind, name, transport.ErrNotFound, err)
+		return kindError(transport.ErrNotFound, err, "rabbitmq: %s %s %q: %v", op, kind, name, err)
 	case amqp.PreconditionFailed:
-		return fmt.Errorf("rabbitmq: %s %s %q: %w: %w", op, kind, name, transport.ErrTopologyConflict, err)
+		return kindError(transport.ErrTopologyConflict, err, "rabbitmq: %s %s %q: %v", op, kind, name, err)
 	}
 	return fmt.Errorf("rabbitmq: %s %s %q: %w", op, kind, name, err)
 }

@@ -48,7 +48,7 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 	}
 	l := &lease{t: t, name: name, s: s, lost: make(chan struct{})}
 	if !t.claim(l) {
-		return nil, fmt.Errorf("rabbitmq: %s: %w: this transport holds it already", op, transport.ErrLocked)
+		return nil, kindError(transport.ErrLocked, nil, "rabbitmq: %s: this transport holds the lease already", op)
 	}
 	err = t.withSession(ctx, s, op, func(ch *amqp.Channel) error {
 		_, err := ch.QueueDeclare(name, false, false, true, false, nil)
@@ -57,7 +57,7 @@ func (t *Transport) Lease(ctx context.Context, name string) (transport.Lease, er
 	if err != nil {
 		t.unclaim(l)
 		if amqpCode(err) == amqp.ResourceLocked {
-			return nil, fmt.Errorf("rabbitmq: %s: %w: %w", op, transport.ErrLocked, err)
+			return nil, kindError(transport.ErrLocked, err, "rabbitmq: %s: held by another connection: %v", op, err)
 		}
 		return nil, fmt.Errorf("rabbitmq: %s: %w", op, err)
 	}

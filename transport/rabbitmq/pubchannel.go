@@ -394,7 +394,7 @@ func (pc *pubChannel) confirm(c amqp.Confirmation) {
 			pc.t.requeue(pc.src, r, transport.ErrNacked)
 			return
 		}
-		pc.t.complete(r, fmt.Errorf("rabbitmq: %s: %w", r.what(), transport.ErrNacked))
+		pc.t.complete(r, kindError(transport.ErrNacked, nil, "rabbitmq: %s: the broker nacked the message", r.what()))
 	default:
 		pc.t.complete(r, r.returned)
 	}
@@ -424,8 +424,8 @@ func (pc *pubChannel) markReturned(ret amqp.Return) {
 	if best == 0 {
 		return
 	}
-	pc.inflight[best].returned = fmt.Errorf("rabbitmq: publish to exchange %q, routing key %q: %w (%d %s)",
-		ret.Exchange, ret.RoutingKey, transport.ErrUnroutable, ret.ReplyCode, ret.ReplyText)
+	pc.inflight[best].returned = kindError(transport.ErrUnroutable, nil, "rabbitmq: publish to exchange %q, routing key %q: no queue took the message (%d %s)",
+		ret.Exchange, ret.RoutingKey, ret.ReplyCode, ret.ReplyText)
 }
 
 // maxStrikes is how many closures a publish may be in flight at, when the

@@ -62,7 +62,7 @@ type downState struct {
 // connect dials node i and prepares a session: the topology declared so
 // far is declared again before anyone may publish or consume on it.
 func (t *Transport) connect(ctx context.Context, i int) (*session, error) {
-	conn, err := t.dial(ctx, i)
+	conn, heard, err := t.dialHeard(ctx, i)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +81,7 @@ func (t *Transport) connect(ctx context.Context, i int) (*session, error) {
 		_ = conn.Close()
 		return nil, &nodeError{node: t.nodes[i].safe, err: err}
 	}
+	t.heard.Store(heard)
 	return s, nil
 }
 

@@ -97,10 +97,10 @@ func Run(t *testing.T, newTransport func(t *testing.T) transport.Transport, f Fe
 		f.Quiet = 300 * time.Millisecond
 	}
 	for _, tc := range cases {
-		if tc.quorum && !f.QuorumQueues {
-			continue
-		}
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.quorum && !f.QuorumQueues {
+				t.Skip("needs quorum queues: Features.QuorumQueues is false")
+			}
 			t.Parallel()
 			tc.run(newEnv(t, newTransport, f))
 		})
@@ -160,4 +160,8 @@ var cases = []testCase{
 	{name: "HandOverQuorum", quorum: true, run: func(e *env) { testHandOver(e, true) }},
 	{name: "HandOverWaitsForRelease", run: testHandOverWaits},
 	{name: "ReleaseOnlyHandOver", run: testReleaseOnlyHandOver},
+	{name: "FenceSequential", run: testFenceSequential},
+	{name: "FenceConcurrent", run: testFenceConcurrent},
+	{name: "FenceClientDies", run: testFenceClientDies},
+	{name: "FenceConflict", run: testFenceConflict},
 }

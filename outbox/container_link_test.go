@@ -1,8 +1,0 @@
-//go:build acemqtest_container
-
-package outbox_test
-
-// scripts/test-container.sh builds this package's tests with the tag
-// acemqtest_container, so that acemqtest starts a broker or database in Docker when
-// none answers; `make test` leaves it out, and links no Docker client.
-import _ "github.com/acemq/acemq/acemqtest/container"
