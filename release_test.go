@@ -232,3 +232,29 @@ func TestReleaseRerunFailsAgain(t *testing.T) {
 		b.waitReleased()
 	})
 }
+
+// TestReleaseSkipThenRerun: a release without a re-run that reaches the
+// holder after a re-run put the failed message in the re-run queue (both
+// sent before the holder got to either) runs it too, first, rather than
+// delete it with its queue.
+func TestReleaseSkipThenRerun(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		b := newBlockedAt10(t, url, false)
+		ten := dead(t, b.c, b.q)
+		require.Len(t, ten, 1)
+		rq := rerunQueueOf(b.q, "k")
+		require.NoError(t, b.c.Transport().Declare(ctxT(t), transport.Queue{Name: rq}))
+		moved := ten[0].Message
+		moved.Exchange, moved.RoutingKey = "", rq
+		b.failing.Store(false)
+		// The release sent first, without a re-run, as ReleaseKey sends it.
+		publishAll(t, b.c, []transport.Message{
+			moved,
+			{Exchange: b.q, MessageID: "release-1", Headers: map[string]any{"x-acemq-key": "k", "x-acemq-control": "release"}},
+		})
+		got := b.waitHandled(10 + 41)
+		require.Equal(t, append(seq(1, 10), seq(10, 50)...), got)
+		b.waitReleased()
+	})
+}

@@ -129,8 +129,8 @@ func (o *Run) hold(ctx context.Context, it *Attempt) {
 }
 
 // releaseKey carries out a release of it's key: with a re-run, the
-// message that blocked the key first (from its RerunQueue), then the held
-// messages in order (each as usual, retries in place included); then the
+// message that blocked the key first (from its RerunQueue; without one,
+// whatever a later re-run put there), then the held messages in order (each as usual, retries in place included); then the
 // held and re-run queues are deleted, the marker removed, and the control
 // message acked last. A message that fails for good blocks the key again
 // (it is the marker then) and ends the release, the rest still held. When
@@ -160,6 +160,15 @@ func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 			o.cfg.logger().Warn("acemq: the message to re-run is not in its re-run queue (run already, or purged); the key stays blocked: release it again, with or without a re-run",
 				"queue", o.cfg.Queue, "key", it.key, "id", id, "rerun_queue", rq)
 			o.ackControl(it)
+			return
+		}
+		handled += n
+	} else {
+		// A release without a re-run still runs what is in the re-run
+		// queue: it is there only because a re-run was asked for (after
+		// this release was sent), and deleting it would lose it.
+		n, goOn := o.drain(ctx, it, rq)
+		if !goOn {
 			return
 		}
 		handled += n
