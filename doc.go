@@ -91,7 +91,8 @@
 // through the broker ([Consumer.Partitions] says which this one holds).
 // Retries happen in place, the key waiting. With BlockOnFailure a message
 // that fails for good blocks its key: its later messages are held on the
-// broker until [ReleaseKey]; [BlockedKeys] lists the blocked ones.
+// broker until [ReleaseKey], which with [RerunFailed] runs the message that
+// blocked it first; [BlockedKeys] lists the blocked ones.
 // docs/ordering.md tells the whole story.
 //
 // # Health

@@ -119,6 +119,7 @@ func (m *orderedMode) topology() []Topology {
 		Queue{Name: ParkingQueue(e.queue), Quorum: q},
 		ordering.MembersTopology(e.queue),
 		Queue{Name: ordering.BlockedQueue(e.queue), Quorum: q},
+		ordering.StatusTopology(e.queue), // see ordering.StatusQueue
 	)
 	for _, b := range e.cfg.bindings {
 		t = append(t, ExchangeBinding{Source: b.Exchange, Key: b.Key, Destination: e.queue})

@@ -43,12 +43,12 @@ func orderedQueue(t *testing.T, url string, p int, keys ...string) string {
 		}
 		defer c.Close()
 		tr := c.Transport()
-		names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked"}
+		names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".status"}
 		for i := range p + 1 {
 			names = append(names, acemq.PartitionQueue(q, i))
 		}
 		for _, k := range keys {
-			names = append(names, heldQueueOf(q, k))
+			names = append(names, heldQueueOf(q, k), rerunQueueOf(q, k))
 		}
 		for _, n := range names {
 			if err := tr.DeleteQueue(ctx, n); err != nil {
@@ -66,6 +66,12 @@ func orderedQueue(t *testing.T, url string, p int, keys ...string) string {
 func heldQueueOf(q, key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return fmt.Sprintf("%s.held.%x", q, sum[:8])
+}
+
+// rerunQueueOf is the re-run queue of key, as ReleaseKey names it.
+func rerunQueueOf(q, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return fmt.Sprintf("%s.rerun.%x", q, sum[:8])
 }
 
 // keyed renders s as a message keyed s.Key for the exchange q, as a

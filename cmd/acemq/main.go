@@ -7,7 +7,7 @@
 //	acemq [-url URL] [-timeout D] peek QUEUE [-n N] [-body BYTES] [-v]
 //	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D] [-store SPEC]
 //	acemq [-url URL] [-timeout D] keys list QUEUE
-//	acemq [-url URL] [-timeout D] keys release QUEUE KEY
+//	acemq [-url URL] [-timeout D] keys release [-rerun|-skip] QUEUE KEY
 //	acemq outbox dead [-db URL] [-table T] [-n N]
 //	acemq outbox replay [-db URL] [-table T] (ID... | -all)
 //	acemq blob sweep -store dir:PATH|postgres://...|sqlite:PATH [-table T]

@@ -77,7 +77,7 @@ func (e *env) preloadKeyed(c *acemq.Conn, q string, keys int) error {
 func deleteOrdered(t transport.Transport, q string, partitions int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	names := []string{q + ".members", q + ".blocked"}
+	names := []string{q + ".members", q + ".blocked", q + ".status"}
 	for i := range partitions {
 		names = append(names, acemq.PartitionQueue(q, i))
 	}

@@ -128,34 +128,93 @@ func (o *Run) hold(ctx context.Context, it *Attempt) {
 	o.host.Backoff(false)
 }
 
-// releaseKey carries out a release of it's key: the held messages are
-// handled in order (each as usual, retries in place included), the held
-// queue deleted, the marker removed, and the control message acked last.
-// A held message that fails for good blocks the key again and ends the
-// release. When the partition stops first, the control message goes back
-// and the next holder goes on where this one stopped.
+// releaseKey carries out a release of it's key: with a re-run, the
+// message that blocked the key first (from its RerunQueue; without one,
+// whatever a later re-run put there), then the held messages in order (each as usual, retries in place included); then the
+// held and re-run queues are deleted, the marker removed, and the control
+// message acked last. A message that fails for good blocks the key again
+// (it is the marker then) and ends the release, the rest still held. When
+// the partition stops first, the control message goes back and the next
+// holder goes on where this one stopped.
 func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 	if !o.cfg.BlockOnFailure || it.key == "" || !o.reg.IsBlocked(it.key) {
 		o.ackControl(it) // nothing blocked here: a release repeated, or for another consumer
 		return
 	}
+	handled := 0
+	rq := RerunQueue(o.cfg.Queue, it.key)
+	if id, _ := it.d.Headers[hdrRerun].(string); id != "" {
+		if cur := o.reg.markerID(it.key); cur != id {
+			// A release asked again after the key was released and
+			// blocked anew by another message: not this one's to run.
+			o.cfg.logger().Warn("acemq: a release with a re-run names another message than the one that blocked the key; the key stays blocked",
+				"queue", o.cfg.Queue, "key", it.key, "rerun", id, "blocked_by", cur)
+			o.ackControl(it)
+			return
+		}
+		n, goOn := o.drain(ctx, it, rq)
+		if !goOn {
+			return
+		}
+		if n == 0 {
+			o.cfg.logger().Warn("acemq: the message to re-run is not in its re-run queue (run already, or purged); the key stays blocked: release it again, with or without a re-run",
+				"queue", o.cfg.Queue, "key", it.key, "id", id, "rerun_queue", rq)
+			o.ackControl(it)
+			return
+		}
+		handled += n
+	} else {
+		// A release without a re-run still runs what is in the re-run
+		// queue: it is there only because a re-run was asked for (after
+		// this release was sent), and deleting it would lose it.
+		n, goOn := o.drain(ctx, it, rq)
+		if !goOn {
+			return
+		}
+		handled += n
+	}
 	q := HeldQueue(o.cfg.Queue, it.key)
-	drained := 0
+	n, goOn := o.drain(ctx, it, q)
+	if !goOn {
+		return
+	}
+	handled += n
+	if o.retrying(ctx, it, "unblocking the key", func() error {
+		if err := o.cfg.T.DeleteQueue(ctx, q); err != nil {
+			return err
+		}
+		if err := o.cfg.T.DeleteQueue(ctx, rq); err != nil {
+			return err
+		}
+		return o.reg.unblock(ctx, it.key)
+	}) != nil {
+		_ = it.d.Release()
+		return
+	}
+	o.cfg.logger().Info("acemq: a blocked key was released", "queue", o.cfg.Queue, "key", it.key, "handled", handled)
+	o.ackControl(it)
+}
+
+// drain handles the messages of q (a held or re-run queue of it's key) in
+// order until q is empty, and returns how many it handled. goOn is false
+// when the release ends here: its partition stopped (the control message
+// is given back) or a message blocked the key again (it is acked).
+func (o *Run) drain(ctx context.Context, it *Attempt, q string) (handled int, goOn bool) {
 	for {
 		if o.stopped(it.p) {
 			_ = it.d.Release()
-			return
+			return handled, false
 		}
 		d, ok, err := o.cfg.T.Get(ctx, q)
 		if err != nil && !isNotFound(err) {
 			if o.retrying(ctx, it, "reading "+q, func() error { return err }) != nil {
 				_ = it.d.Release()
-				return
+				return handled, false
 			}
 			continue
 		}
 		if !ok {
-			break
+			return handled, true
 		}
 		sub := &Attempt{run: o, d: d, p: it.p, key: it.key, fromHeld: true}
 		for {
@@ -167,28 +226,17 @@ func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 			if o.stopped(it.p) {
 				_ = d.Nack(true)
 				_ = it.d.Release()
-				return
+				return handled, false
 			}
 		}
 		if sub.blocked {
-			o.cfg.logger().Warn("acemq: a held message failed for good; its key is blocked again",
-				"queue", o.cfg.Queue, "key", it.key, "id", d.MessageID, "released", drained)
+			o.cfg.logger().Warn("acemq: a released message failed for good; its key is blocked again",
+				"queue", o.cfg.Queue, "key", it.key, "id", d.MessageID, "from", q, "released", handled)
 			o.ackControl(it)
-			return
+			return handled, false
 		}
-		drained++
+		handled++
 	}
-	if o.retrying(ctx, it, "unblocking the key", func() error {
-		if err := o.cfg.T.DeleteQueue(ctx, q); err != nil {
-			return err
-		}
-		return o.reg.unblock(ctx, it.key)
-	}) != nil {
-		_ = it.d.Release()
-		return
-	}
-	o.cfg.logger().Info("acemq: a blocked key was released", "queue", o.cfg.Queue, "key", it.key, "handled", drained)
-	o.ackControl(it)
 }
 
 // ackControl acks a release's control message, logging a failure: the

@@ -1,8 +1,8 @@
 // Package ordering is the machinery of acemq's ordered consumers (SPEC
 // §16): the spreader that shares an ordered queue's partitions among the
 // instances consuming it, the blocked-key registry the broker keeps for
-// BlockOnFailure, and the lanes that run the messages of one key one at a
-// time. It works over the transport alone; what a delivery is and how it
+// BlockOnFailure, the lanes that run the messages of one key one at a
+// time, and the statuses each instance publishes for acemq stats. It works over the transport alone; what a delivery is and how it
 // settles is the root package's, which it reaches through Host.
 //
 // Its errors carry no prefix: they reach the user through package acemq,

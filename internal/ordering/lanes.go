@@ -54,6 +54,7 @@ type Run struct {
 	cfg  Config
 	host Host
 	reg  *Registry
+	id   string // the instance, in its statuses
 
 	// Set by Serve before anything starts.
 	handlerCtx context.Context // ends only when the Conn closes
@@ -121,6 +122,7 @@ func NewRun(cfg Config, host Host) *Run {
 	o := &Run{
 		cfg: cfg, host: host,
 		reg:   NewRegistry(cfg.Broker, cfg.Ops, cfg.Queue, cfg.Quorum),
+		id:    instanceID(),
 		held:  make(map[int]*partition),
 		lanes: make(map[string]*lane),
 	}
@@ -157,6 +159,9 @@ func (o *Run) Serve(takeCtx, handlerCtx context.Context, probe int, stopTaking c
 	for range workers {
 		o.workers.Go(o.work)
 	}
+	var status sync.WaitGroup
+	status.Go(func() { o.reportStatus(runCtx) })
+	defer func() { cancel(nil); status.Wait() }()
 	serr := sp.Run(runCtx, o.spread)
 	o.spread(nil)
 	o.parts.Wait()

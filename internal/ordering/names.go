@@ -15,6 +15,8 @@ const (
 	hdrBlockedID    = "x-acemq-blocked-id"
 	hdrBlockedSince = "x-acemq-blocked-since"
 	hdrPartition    = "x-acemq-partition"
+	hdrQuorum       = "x-acemq-quorum"
+	hdrRerun        = "x-acemq-rerun"
 	controlRelease  = "release"
 )
 
@@ -34,6 +36,10 @@ func blockedLock(queue string) string { return queue + ".blocked.lock" }
 
 // HeldQueue is where the messages of a blocked key wait for ReleaseKey.
 func HeldQueue(queue, key string) string { return queue + ".held." + keyHash(key) }
+
+// RerunQueue is where ReleaseKey with a re-run puts the message that
+// blocked key, for the holder of its partition to run before the held ones.
+func RerunQueue(queue, key string) string { return queue + ".rerun." + keyHash(key) }
 
 // keyHash names a key's held queue: the first 16 hex digits of its
 // SHA-256, so any key (up to 255 bytes of UTF-8) makes a short, plain name.

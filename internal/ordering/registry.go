@@ -46,10 +46,12 @@ type Registry struct {
 	declared map[string]bool // held queues declared by this instance
 }
 
-// marker is a blocked key and the partition it is in.
+// marker is a blocked key, the partition it is in, and whether the
+// queue's queues are quorum queues (so a re-run queue is declared alike).
 type marker struct {
 	BlockedKey
 	partition int
+	quorum    bool
 }
 
 // NewRegistry returns the registry of queue on b. ops holds, per queue,
@@ -88,7 +90,7 @@ func (r *Registry) Load(ctx context.Context) error { return r.change(ctx, nil, "
 // block records key as blocked by message id for reason, replacing what
 // the registry had for it.
 func (r *Registry) block(ctx context.Context, key, id, reason string, partition int) error {
-	return r.change(ctx, &marker{BlockedKey: BlockedKey{Key: key, MessageID: id, Reason: reason}, partition: partition}, "")
+	return r.change(ctx, &marker{BlockedKey: BlockedKey{Key: key, MessageID: id, Reason: reason}, partition: partition, quorum: r.quorum}, "")
 }
 
 // unblock removes key's marker.
@@ -254,6 +256,7 @@ func (m *marker) message(queue string) transport.Message {
 			HeaderError:     m.Reason,
 			hdrBlockedSince: m.Since.Format(time.RFC3339Nano),
 			hdrPartition:    int64(m.partition),
+			hdrQuorum:       m.quorum,
 		},
 	}
 }
@@ -272,6 +275,7 @@ func readMarker(h map[string]any) (m marker, ok bool) {
 	if n, ok := wire.Int(h[hdrPartition]); ok {
 		m.partition = int(n)
 	}
+	m.quorum, _ = h[hdrQuorum].(bool)
 	return m, true
 }
 
@@ -304,21 +308,48 @@ func (r *Registry) List(ctx context.Context) ([]BlockedKey, error) {
 	return out, nil
 }
 
+// Blocked returns what the registry, read afresh, has for key: the ID of
+// the message that blocked it and whether the queue's queues are quorum
+// queues; ok is false when key is not blocked.
+func (r *Registry) Blocked(ctx context.Context, key string) (id string, quorum, ok bool, err error) {
+	if err := r.Load(ctx); err != nil {
+		return "", false, false, err
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	m, ok := r.keys[key]
+	return m.MessageID, m.quorum, ok, nil
+}
+
+// markerID is the ID of the message that blocked key, as this instance
+// last read it, or "".
+func (r *Registry) markerID(key string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.keys[key].MessageID
+}
+
 // Release puts a release of key on its way: a control message, confirmed,
-// in the key's partition behind everything already there. A key that is
-// not blocked is an error.
-func (r *Registry) Release(ctx context.Context, key string) error {
+// in the key's partition behind everything already there. With rerun (the
+// ID of the message that blocked the key, already in RerunQueue) the
+// holder runs that message first, then the held ones; with rerun empty it
+// runs the held ones only. A key that is not blocked is an error.
+func (r *Registry) Release(ctx context.Context, key, rerun string) error {
 	if err := r.Load(ctx); err != nil {
 		return err
 	}
 	if !r.IsBlocked(key) {
 		return fmt.Errorf("key %q of queue %q is not blocked (acemq keys list %s shows the blocked ones)", key, r.queue, r.queue)
 	}
+	h := map[string]any{HeaderKey: key, HeaderControl: controlRelease}
+	if rerun != "" {
+		h[hdrRerun] = rerun
+	}
 	err := r.b.T.Publish(ctx, transport.Message{
 		Exchange:  r.queue,
 		MessageID: uuid.NewString(),
 		Timestamp: time.Now().Truncate(time.Second).UTC(),
-		Headers:   map[string]any{HeaderKey: key, HeaderControl: controlRelease},
+		Headers:   h,
 	})
 	if err != nil {
 		return fmt.Errorf("releasing key %q of %q: %w", key, r.queue, err)
