@@ -29,11 +29,16 @@ const (
 	StatusTTL    = 10 * time.Second
 )
 
-// StatusTopology is StatusQueue as the consumer declares it: a transient
-// classic queue (a status is worth nothing after a broker restart) whose
-// messages expire after StatusTTL.
+// StatusTopology is StatusQueue as the consumer declares it: a classic
+// queue whose messages expire after StatusTTL and which the broker deletes
+// once no instance has used it for membersExpiry, as MembersTopology's.
+// Durable, though a status is worth nothing after a broker restart:
+// RabbitMQ 4 deprecates transient non-exclusive queues.
 func StatusTopology(queue string) transport.Queue {
-	return transport.Queue{Name: StatusQueue(queue), Transient: true, Args: map[string]any{"x-message-ttl": StatusTTL.Milliseconds()}}
+	return transport.Queue{Name: StatusQueue(queue), Args: map[string]any{
+		"x-message-ttl": StatusTTL.Milliseconds(),
+		"x-expires":     membersExpiry.Milliseconds(),
+	}}
 }
 
 // Status is what one instance of an ordered consumer says of itself.
