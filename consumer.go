@@ -140,6 +140,8 @@ type deliveryKey struct{}
 type delivery struct {
 	context.Context
 	env       *Envelope
+	part      int    // an ordered delivery's partition plus one; 0 when not
+	fence     uint64 // an ordered delivery's fencing token
 	mu        sync.Mutex
 	callbacks []func(context.Context, Settlement)
 }

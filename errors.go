@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"errors"
+	"github.com/acemq/acemq/internal/ordering"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -11,6 +12,13 @@ import (
 var (
 	// ErrClosed reports a call on a closed (or shutting down) Conn.
 	ErrClosed = transport.ErrClosed
+	// ErrPartitionLost is the cause (context.Cause) of an ordered
+	// handler's ctx cancelled because this instance lost the delivery's
+	// partition: its slot lease ended, its subscription went, or the
+	// broker was not heard within the heartbeat timeout. Another instance
+	// may be handling the delivery already; whatever the handler returns,
+	// it goes back to its partition unsettled. See Message.Fence.
+	ErrPartitionLost = ordering.ErrLost
 	// ErrUnroutable reports a publish that no queue took: every publish is
 	// mandatory.
 	ErrUnroutable = transport.ErrUnroutable

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+
+	"github.com/acemq/acemq/internal/ordering"
 )
 
 // Topology returns what the consumer declared in NewConsumer (or, with
@@ -65,6 +67,11 @@ func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
 			errs = append(errs, c.t.DeleteQueue(ctx, v.Name))
 		case Exchange:
 			errs = append(errs, c.t.DeleteExchange(ctx, v.Name))
+			if v.Kind == "x-consistent-hash" {
+				// An ordered queue's exchange: its fencing counter (a
+				// stream on RabbitMQ, made by the first Fence) goes too.
+				errs = append(errs, c.t.DeleteQueue(ctx, ordering.FenceCounter(v.Name)))
+			}
 		}
 	}
 	return errors.Join(errs...)
