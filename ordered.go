@@ -306,6 +306,8 @@ func (f orderedFate) lost() bool { return f.a.Lost() }
 
 func (f orderedFate) giveBack() { f.a.GiveBack() }
 
+func (f orderedFate) lose() { f.a.Lose() }
+
 func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if v.outcome == OutcomeRetried {
 		v.delay = f.a.InPlace(env.Attempt+1, v.reason, v.delay)

@@ -40,6 +40,7 @@ type fencedFate interface {
 	fate
 	stamp() (part int, fence uint64)
 	lost() bool
+	lose()
 	giveBack()
 }
 
@@ -264,7 +265,10 @@ func errText(err error) string {
 func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64, f fate) verdict {
 	env := ds.env
 	v.reason = clipReason(v.reason)
-	if ff, ok := f.(fencedFate); ok && ff.lost() {
+	if ff, ok := f.(fencedFate); ok && (ff.lost() || errors.Is(v.ack.err, ErrPartitionLost)) {
+		// A handler that says ErrPartitionLost (saga's refused step) knows
+		// of a newer holder before this instance does.
+		ff.lose()
 		ff.giveBack()
 		s := e.settlement(env, v)
 		s.Outcome = ""

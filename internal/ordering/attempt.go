@@ -46,6 +46,22 @@ func (a *Attempt) Lost() bool {
 	return a.hctx != nil && errors.Is(context.Cause(a.hctx), ErrLost)
 }
 
+// Lose treats the delivery's partition as lost, from what a store said
+// (a write refused for a fence below the store's): the handlers of its
+// channel are cancelled and its subscription is ended, to be taken again
+// with a new fence. A later channel of the partition is left alone.
+func (a *Attempt) Lose() {
+	o := a.run
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := a.p
+	if a.hctx == nil || p.hctx != a.hctx || p.stopped {
+		return
+	}
+	o.loseLocked(p)
+	o.refuseLocked(p)
+}
+
 // GiveBack returns the delivery to the broker unsettled, as a loss wants:
 // another holder handles it.
 func (a *Attempt) GiveBack() { a.run.giveBack(a) }
