@@ -35,9 +35,11 @@ type Message[T any] struct {
 //	UPDATE accounts SET balance = $2, fence = $3
 //	WHERE id = $1 AND fence <= $3
 //
-// (no row updated: a later holder wrote it; return acemq.Retry() or
-// Done and drop the write). Fence is 0 when the consumer is not ordered or
-// its transport has no Fencer. See docs/ordering.md, Fencing.
+// No row updated means a later holder wrote it: roll back and return
+// Retry with an error wrapping ErrPartitionLost, and the delivery goes back
+// for the current holder. Fence is 0 when the consumer is not ordered or
+// its transport has no Fencer (skip the check then). See
+// docs/ordering.md, Fencing.
 func (m *Message[T]) Fence() uint64 { return m.fence }
 
 // Partition returns the partition of an ordered queue the delivery came

@@ -17,7 +17,10 @@ var (
 	// partition: its slot lease ended, its subscription went, or the
 	// broker was not heard within the heartbeat timeout. Another instance
 	// may be handling the delivery already; whatever the handler returns,
-	// it goes back to its partition unsettled. See Message.Fence.
+	// it goes back to its partition unsettled. A handler whose store
+	// refused a write for a stale fence returns Retry with an error
+	// wrapping it: the delivery goes back the same way and the partition
+	// is taken again with a new fence. See Message.Fence.
 	ErrPartitionLost = ordering.ErrLost
 	// ErrUnroutable reports a publish that no queue took: every publish is
 	// mandatory.

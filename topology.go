@@ -54,7 +54,9 @@ func (e *engine) declared() []Topology {
 // what they declared (Consumer.Topology and Router.Topology list it). A
 // Binding or ExchangeBinding is not deleted on its own; it goes with its
 // queue or exchange. A queue or exchange that does not exist is not an
-// error. Every item is tried; the error joins the failures. A transport
+// error. An ordered queue's exchange takes its fencing counter
+// ({queue}.fence) with it. Every item is tried; the error joins the
+// failures. A transport
 // that reconnects does not declare the deleted ones again.
 func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
 	if c.closed.Load() {
