@@ -279,3 +279,39 @@ func TestOrderedLossCancelsHandler(t *testing.T) {
 		})
 	}
 }
+
+// A handler that returns Retry wrapping ErrPartitionLost (its store
+// refused a stale fence) has its delivery given back, not retried in
+// place or moved; the partition is subscribed again with a greater fence
+// and the delivery handled under it.
+func TestOrderedHandlerSaysPartitionLost(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, url string) {
+		q := orderedQueue(t, url, 1)
+		got, opt := newSettlements()
+		c := connectURL(t, url, opt)
+		var mu sync.Mutex
+		var fences []uint64
+		cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+			mu.Lock()
+			fences = append(fences, m.Fence())
+			n := len(fences)
+			mu.Unlock()
+			if n == 1 {
+				return acemq.Retry(fmt.Errorf("the store has a newer fence: %w", acemq.ErrPartitionLost))
+			}
+			return acemq.Done()
+		}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1}))
+		require.NoError(t, err)
+		run(t, cons)
+		publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "k", N: 1})})
+		s := got.next(t)
+		require.Equal(t, acemq.OutcomeAcked, s.Outcome, s.Reason)
+		require.Equal(t, 1, s.Attempt, "given back, not retried in place")
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, fences, 2)
+		require.Greater(t, fences[1], fences[0], "the fence after the partition was taken again")
+		empty(t, c, acemq.DeadLetterQueue(q))
+	})
+}
