@@ -170,6 +170,7 @@ func (o *Run) Serve(takeCtx, handlerCtx context.Context, probe int, stopTaking c
 	runCtx, cancel := context.WithCancelCause(takeCtx)
 	defer cancel(nil)
 	o.handlerCtx, o.runCtx, o.probe, o.stopTaking = handlerCtx, runCtx, probe, stopTaking
+	sp.OnLost = o.loseAll
 	o.fail = func(err error) { cancel(err) }
 
 	workers := o.cfg.Concurrency
@@ -277,6 +278,18 @@ func (o *Run) consume(p *partition) {
 func (o *Run) loseLocked(p *partition) {
 	if p.hcancel != nil {
 		p.hcancel(ErrLost)
+	}
+}
+
+// loseAll cancels the handlers of every held partition: the slot's lease
+// was lost, so they are another instance's now. (A partition given up by
+// a rebalance is not lost: its subscription waits for its running
+// handlers to settle before the next holder gets anything.)
+func (o *Run) loseAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.held {
+		o.loseLocked(p)
 	}
 }
 
@@ -506,13 +519,6 @@ func (o *Run) stop(p *partition) {
 	}
 	p.stopped = true
 	p.cancel()
-	if o.runCtx.Err() == nil {
-		// Given up while the run goes on: the lease was lost or the
-		// spreader gave it to another instance, which handles its
-		// unsettled deliveries again. (When the run ends, the running
-		// handlers settle in their own time.)
-		o.loseLocked(p)
-	}
 	var back []*Attempt
 	o.ready = slices.DeleteFunc(o.ready, func(it *Attempt) bool {
 		if it.p == p {

@@ -497,7 +497,7 @@ func deleteOrdered(t *testing.T, cl *cluster.Cluster, q string, partitions int) 
 	}
 	defer c.Close()
 	tr := c.Transport()
-	names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked"}
+	names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".fence"}
 	for i := range partitions {
 		names = append(names, acemq.PartitionQueue(q, i))
 	}
