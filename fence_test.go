@@ -174,6 +174,14 @@ type livenessMemory struct {
 	mu      sync.Mutex
 	leases  []*testLease
 	timeout time.Duration
+	refuse  atomic.Int64 // Fence fails while above 0, counting down
+}
+
+func (l *livenessMemory) Fence(ctx context.Context, name string) (uint64, error) {
+	if l.refuse.Add(-1) >= 0 {
+		return 0, errors.New("memory: the test refuses this fence")
+	}
+	return l.Transport.Fence(ctx, name)
 }
 
 func (l *livenessMemory) LastHeard() time.Time {
@@ -314,4 +322,37 @@ func TestOrderedHandlerSaysPartitionLost(t *testing.T) {
 		require.Greater(t, fences[1], fences[0], "the fence after the partition was taken again")
 		empty(t, c, acemq.DeadLetterQueue(q))
 	})
+}
+
+// A fence that cannot be taken stops the partition's deliveries from
+// being handled: they go back, the subscription is tried again, and they
+// are handled once a fence is taken, carrying it.
+func TestOrderedNoFenceNoHandler(t *testing.T) {
+	t.Parallel()
+	url := acemqtest.Memory(t)
+	q := orderedQueue(t, url, 1)
+	lt := &livenessMemory{Transport: memory.New(strings.TrimPrefix(url, "memory://"))}
+	lt.refuse.Store(3)
+	c := connectURL(t, url, acemq.WithTransport(lt))
+	var mu sync.Mutex
+	var fences []uint64
+	cons, err := acemq.NewConsumer(c, q, func(_ context.Context, m *acemq.Message[Step]) acemq.Ack {
+		mu.Lock()
+		defer mu.Unlock()
+		fences = append(fences, m.Fence())
+		return acemq.Done()
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1}))
+	require.NoError(t, err)
+	run(t, cons)
+	publishAll(t, c, []transport.Message{keyed(t, q, Step{Key: "k", N: 1}), keyed(t, q, Step{Key: "k", N: 2})})
+	within(t, 30*time.Second, "both handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(fences) == 2
+	})
+	require.LessOrEqual(t, lt.refuse.Load(), int64(0), "every refusal was met")
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotZero(t, fences[0])
+	require.Equal(t, fences[0], fences[1])
 }
