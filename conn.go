@@ -53,6 +53,8 @@ type capabilities struct {
 	leaser   transport.Leaser           // Ordered, BlockedKeys, ReleaseKey
 	handOver transport.HandOverConsumer // Ordered
 	batch    transport.BatchPublisher   // SendAll, pipelined
+	fencer   transport.Fencer           // Ordered: Message.Fence
+	liveness transport.Liveness         // Ordered: the watchdog
 }
 
 func capabilitiesOf(t transport.Transport) capabilities {
@@ -60,6 +62,8 @@ func capabilitiesOf(t transport.Transport) capabilities {
 	c.leaser, _ = t.(transport.Leaser)
 	c.handOver, _ = t.(transport.HandOverConsumer)
 	c.batch, _ = t.(transport.BatchPublisher)
+	c.fencer, _ = t.(transport.Fencer)
+	c.liveness, _ = t.(transport.Liveness)
 	return c
 }
 

@@ -20,7 +20,31 @@ type Message[T any] struct {
 	Envelope    *Envelope // never nil; its Headers are never nil
 	Queue       string
 	Redelivered bool // the broker delivered it before, unsettled
+
+	fence uint64 // the fencing token of the partition's holder; 0 when none
+	part  int    // the partition plus one; 0 when not ordered
 }
+
+// Fence returns the fencing token of the holder of the partition the
+// delivery came from: a number the broker keeps (transport.Fencer), taken
+// once when this instance became the partition's active consumer, and
+// greater than every token of any earlier holder of any partition of the
+// queue. A store refuses a stale holder's write by keeping the highest
+// token that wrote a row and writing only with one at least as high:
+//
+//	UPDATE accounts SET balance = $2, fence = $3
+//	WHERE id = $1 AND fence <= $3
+//
+// No row updated means a later holder wrote it: roll back and return
+// Retry with an error wrapping ErrPartitionLost, and the delivery goes back
+// for the current holder. Fence is 0 when the consumer is not ordered or
+// its transport has no Fencer (skip the check then). See
+// docs/ordering.md, Fencing.
+func (m *Message[T]) Fence() uint64 { return m.fence }
+
+// Partition returns the partition of an ordered queue the delivery came
+// from, or -1 when the consumer is not ordered.
+func (m *Message[T]) Partition() int { return m.part - 1 }
 
 // Consumer takes deliveries from one queue and runs them through the
 // consume interceptors, the codec and its handler on worker goroutines,
@@ -118,6 +142,8 @@ type deliveryKey struct{}
 type delivery struct {
 	context.Context
 	env       *Envelope
+	part      int    // an ordered delivery's partition plus one; 0 when not
+	fence     uint64 // an ordered delivery's fencing token
 	mu        sync.Mutex
 	callbacks []func(context.Context, Settlement)
 }

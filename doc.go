@@ -93,7 +93,12 @@
 // that fails for good blocks its key: its later messages are held on the
 // broker until [ReleaseKey], which with [RerunFailed] runs the message that
 // blocked it first; [BlockedKeys] lists the blocked ones.
-// docs/ordering.md tells the whole story.
+// Every delivery carries its partition and a fencing token
+// ([Message.Fence]) that grows with each change of the partition's holder,
+// so a store can refuse the writes of a holder that was replaced; the
+// handler's ctx is cancelled ([ErrPartitionLost]) once the instance knows
+// it lost the partition, by its own clock too. docs/ordering.md tells the
+// whole story.
 //
 // # Health
 //

@@ -2,6 +2,7 @@ package acemq
 
 import (
 	"errors"
+	"github.com/acemq/acemq/internal/ordering"
 
 	"github.com/acemq/acemq/transport"
 )
@@ -11,6 +12,16 @@ import (
 var (
 	// ErrClosed reports a call on a closed (or shutting down) Conn.
 	ErrClosed = transport.ErrClosed
+	// ErrPartitionLost is the cause (context.Cause) of an ordered
+	// handler's ctx cancelled because this instance lost the delivery's
+	// partition: its slot lease ended, its subscription went, or the
+	// broker was not heard within the heartbeat timeout. Another instance
+	// may be handling the delivery already; whatever the handler returns,
+	// it goes back to its partition unsettled. A handler whose store
+	// refused a write for a stale fence returns Retry with an error
+	// wrapping it: the delivery goes back the same way and the partition
+	// is taken again with a new fence. See Message.Fence.
+	ErrPartitionLost = ordering.ErrLost
 	// ErrUnroutable reports a publish that no queue took: every publish is
 	// mandatory.
 	ErrUnroutable = transport.ErrUnroutable

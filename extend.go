@@ -169,3 +169,16 @@ func (c *Conn) Logger() *slog.Logger {
 	}
 	return c.cfg.logger
 }
+
+// SetFence gives m the partition and fencing token an ordered consumer
+// stamps on its deliveries (see Message.Fence and Message.Partition): for
+// code that builds Messages itself, such as a test that hands a handler a
+// delivery of a stale holder to see its write refused. A partition below 0
+// makes m unordered again (Partition -1, Fence 0).
+func (m *Message[T]) SetFence(partition int, fence uint64) {
+	if partition < 0 {
+		m.part, m.fence = 0, 0
+		return
+	}
+	m.part, m.fence = partition+1, fence
+}

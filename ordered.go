@@ -84,7 +84,8 @@ func newOrderedMode(e *engine) (*orderedMode, error) {
 		return nil, fmt.Errorf("acemq: %s of %q is Ordered, and its retry policy waits %v in all; retries happen in place, holding the delivery unacked, so the total must stay under RabbitMQ's delivery timeout of %v (a longer wait closes the channel and redelivers the message): give fewer attempts or shorter delays",
 			e.who, e.queue, total, ordering.MaxInPlaceDelay)
 	}
-	b := ordering.Broker{T: e.conn.t, Leaser: caps.leaser, HandOver: caps.handOver, Log: e.conn.cfg.logger}
+	b := ordering.Broker{T: e.conn.t, Leaser: caps.leaser, HandOver: caps.handOver,
+		Fencer: caps.fencer, Liveness: caps.liveness, Log: e.conn.cfg.logger}
 	return &orderedMode{e: e, b: b}, nil
 }
 
@@ -268,6 +269,12 @@ func (m *orderedMode) subscribe(s subscription) (bool, error) {
 // Handle is the settle core for one attempt of an ordered delivery, with
 // orderedFate as its failure policy (ordering.Host).
 func (m *orderedMode) Handle(ctx context.Context, a *ordering.Attempt) (retry bool, wait time.Duration) {
+	if a.Lost() {
+		// Another instance holds the partition (or may): it handles the
+		// delivery, not this one.
+		a.GiveBack()
+		return false, 0
+	}
 	v := m.e.process(ctx, a.Delivery(), orderedFate{a})
 	return v.outcome == OutcomeRetried, v.delay
 }
@@ -293,6 +300,14 @@ func (f orderedFate) begin(env *Envelope) {
 		env.Attempt, env.Error = n, f.a.LastErr()
 	}
 }
+
+func (f orderedFate) stamp() (part int, fence uint64) { return f.a.Partition(), f.a.Fence() }
+
+func (f orderedFate) lost() bool { return f.a.Lost() }
+
+func (f orderedFate) giveBack() { f.a.GiveBack() }
+
+func (f orderedFate) lose() { f.a.Lose() }
 
 func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if v.outcome == OutcomeRetried {

@@ -43,7 +43,7 @@ func orderedQueue(t *testing.T, url string, p int, keys ...string) string {
 		}
 		defer c.Close()
 		tr := c.Transport()
-		names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".status"}
+		names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".status", q + ".fence"}
 		for i := range p + 1 {
 			names = append(names, acemq.PartitionQueue(q, i))
 		}

@@ -32,6 +32,18 @@ type fate interface {
 	carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (done verdict, back string, err error)
 }
 
+// fencedFate is the fate of an ordered delivery: its partition and
+// fencing token, for its Message, and whether the partition was lost to
+// this instance, in which case the delivery is given back unsettled
+// whatever its handler asked (another holder handles it).
+type fencedFate interface {
+	fate
+	stamp() (part int, fence uint64)
+	lost() bool
+	lose()
+	giveBack()
+}
+
 // plainFate moves a delivery to its tier, .dlq or .parked, once; a move
 // that fails puts the delivery back on its queue after a pause.
 type plainFate struct{}
@@ -71,6 +83,11 @@ type typedRoute[T any] struct {
 // a batch that has one delivery left after prepare here).
 func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
 	m, v, ok := decodeMessage[T](ctx, e, d, env, r.name)
+	if ok {
+		if ds, is := ctx.(*delivery); is {
+			m.part, m.fence = ds.part, ds.fence
+		}
+	}
 	if !ok {
 		return v, -1
 	}
@@ -142,6 +159,10 @@ func (e *engine) prepare(ctx context.Context, d transport.Delivery, f fate) (*de
 	env, perr := parseEnvelope(&d.Message)
 	f.begin(env)
 	ds := &delivery{Context: ctx, env: env}
+	if ff, ok := f.(fencedFate); ok {
+		part, fence := ff.stamp()
+		ds.part, ds.fence = part+1, fence
+	}
 	r, v := e.screen(ds, d, perr)
 	if r == nil {
 		return ds, nil, e.settle(ds, d, ds, v, -1, f)
@@ -245,6 +266,17 @@ func errText(err error) string {
 func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64, f fate) verdict {
 	env := ds.env
 	v.reason = clipReason(v.reason)
+	if ff, ok := f.(fencedFate); ok && (ff.lost() || errors.Is(v.ack.err, ErrPartitionLost)) {
+		// A handler that says ErrPartitionLost (saga's refused step) knows
+		// of a newer holder before this instance does.
+		ff.lose()
+		ff.giveBack()
+		s := e.settlement(env, v)
+		s.Outcome = ""
+		s.Reason = "the partition was lost to this instance, so the delivery went back to its queue unsettled"
+		e.runCallbacks(ctx, ds, s, false)
+		return verdict{}
+	}
 	if v.outcome == OutcomeAcked {
 		if err := d.Ack(); err != nil {
 			e.conn.cfg.logger.Warn("acemq: acking a delivery failed; the broker will deliver it again",

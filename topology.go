@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+
+	"github.com/acemq/acemq/internal/ordering"
 )
 
 // Topology returns what the consumer declared in NewConsumer (or, with
@@ -52,7 +54,9 @@ func (e *engine) declared() []Topology {
 // what they declared (Consumer.Topology and Router.Topology list it). A
 // Binding or ExchangeBinding is not deleted on its own; it goes with its
 // queue or exchange. A queue or exchange that does not exist is not an
-// error. Every item is tried; the error joins the failures. A transport
+// error. An ordered queue's exchange takes its fencing counter
+// ({queue}.fence) with it. Every item is tried; the error joins the
+// failures. A transport
 // that reconnects does not declare the deleted ones again.
 func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
 	if c.closed.Load() {
@@ -65,6 +69,11 @@ func (c *Conn) Delete(ctx context.Context, t ...Topology) error {
 			errs = append(errs, c.t.DeleteQueue(ctx, v.Name))
 		case Exchange:
 			errs = append(errs, c.t.DeleteExchange(ctx, v.Name))
+			if v.Kind == "x-consistent-hash" {
+				// An ordered queue's exchange: its fencing counter (a
+				// stream on RabbitMQ, made by the first Fence) goes too.
+				errs = append(errs, c.t.DeleteQueue(ctx, ordering.FenceCounter(v.Name)))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -28,6 +28,11 @@
 // unhandled; one for no instance is rejected unless the handler was given
 // [Starts]. A stored state that no longer decodes into S is parked with
 // acemq.Park, the reason naming the saga, the ID and the decode error.
+// Consumed by an ordered consumer, the row keeps the highest fencing token
+// (acemq.Message.Fence) that saved it and the save is conditional on it: a
+// step of a stale holder of the partition does not run and saves nothing,
+// and its message goes back for the current holder (see docs/ordering.md,
+// Fencing).
 //
 // # Mistakes found early
 //

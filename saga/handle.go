@@ -160,6 +160,9 @@ func Handle[S, T any](s *Saga[S], correlate func(*acemq.Message[T]) string, step
 				return acemq.Retry(fmt.Errorf("saga %q with correlation ID %q: another step saved the instance first, %d times in a row", s.name, id, run+1))
 			case busy:
 				return acemq.Retry(err)
+			case stale:
+				s.metrics.step(ctx, OutcomeStale)
+				return acemq.Retry(err)
 			}
 			s.metrics.step(ctx, OutcomeFailed)
 			return acemq.AckOf(err)
@@ -204,8 +207,17 @@ const (
 	missing                   // no instance, and the handler may not start one: err
 	undecodable               // the stored state does not decode: err
 	conflict                  // another step saved first; run again
+	stale                     // the message's fence is below the instance's: err
 	busy                      // another claim of the message holds it: err
 )
+
+// staleStep is the error of a step refused for its message's fence: the
+// Retry it is returned in wraps acemq.ErrPartitionLost, so that an ordered
+// consumer gives the delivery back for the partition's current holder.
+func (s *Saga[S]) staleStep(id string, mine, fence int64) error {
+	return fmt.Errorf("saga %q with correlation ID %q: the step's fence %d is below the %d that saved the instance (another instance holds the partition): %w",
+		s.name, id, mine, fence, acemq.ErrPartitionLost)
+}
 
 // attempt runs step once, in a transaction of its own, and commits it when
 // everything went through.
@@ -235,8 +247,10 @@ func attempt[S, T any](ctx context.Context, s *Saga[S], cfg handleConfig, id, ke
 		state   []byte
 		version int64
 		isDone  bool
+		fence   int64
 	)
-	err = tx.QueryRowContext(ctx, s.load, id).Scan(&state, &version, &isDone)
+	mine := int64(m.Fence())
+	err = tx.QueryRowContext(ctx, s.load, id).Scan(&state, &version, &isDone, &fence)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		if !cfg.starts {
@@ -245,6 +259,8 @@ func attempt[S, T any](ctx context.Context, s *Saga[S], cfg handleConfig, id, ke
 		in.isNew = true
 	case err != nil:
 		return failed, fmt.Errorf("saga %q: loading correlation ID %q: %w", s.name, id, err)
+	case mine > 0 && fence > mine:
+		return stale, s.staleStep(id, mine, fence)
 	case isDone:
 		return completed, nil
 	default:
@@ -263,7 +279,9 @@ func attempt[S, T any](ctx context.Context, s *Saga[S], cfg handleConfig, id, ke
 	now := s.timeArg(time.Now())
 	var saved sql.Result
 	if in.isNew {
-		saved, err = tx.ExecContext(ctx, s.insert, id, string(next), in.complete, now, now)
+		saved, err = tx.ExecContext(ctx, s.insert, id, string(next), in.complete, now, now, mine)
+	} else if mine > 0 {
+		saved, err = tx.ExecContext(ctx, s.updateFenced, string(next), in.complete, now, mine, id, version, mine)
 	} else {
 		saved, err = tx.ExecContext(ctx, s.update, string(next), in.complete, now, id, version)
 	}

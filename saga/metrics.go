@@ -35,6 +35,10 @@ const (
 	OutcomeDuplicate = "duplicate"
 	// OutcomeConflictRetried is a step rolled back by a version conflict.
 	OutcomeConflictRetried = "conflict_retried"
+	// OutcomeStale is a step refused because its message's fence
+	// (acemq.Message.Fence) is below the one that last saved the instance:
+	// a stale holder of an ordered queue's partition.
+	OutcomeStale = "stale"
 	// OutcomeFailed is a step that returned an error, or whose
 	// transaction the database failed.
 	OutcomeFailed = "failed"
@@ -59,7 +63,7 @@ type instruments struct {
 func newInstruments(mp metric.MeterProvider, name string, countOpen func(context.Context) (int64, error)) (*instruments, error) {
 	m := mp.Meter(meterName)
 	in := &instruments{outcomes: make(map[string]metric.AddOption)}
-	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeConflictRetried, OutcomeFailed} {
+	for _, o := range []string{OutcomeCommitted, OutcomeDuplicate, OutcomeConflictRetried, OutcomeStale, OutcomeFailed} {
 		in.outcomes[o] = metric.WithAttributeSet(attribute.NewSet(attrName.String(name), attrOutcome.String(o)))
 	}
 	var errs [2]error

@@ -80,7 +80,7 @@ type Saga[S any] struct {
 	// then. missingLogged is set once a handler logged a missing table.
 	checked, missingLogged atomic.Bool
 
-	load, insert, update, get, list, listOpen, countOpen string
+	load, insert, update, updateFenced, get, list, listOpen, countOpen string
 }
 
 // New returns the saga name, whose instances live in the table
@@ -121,9 +121,10 @@ func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error)
 		s.inbox = in
 	}
 	t, q := s.table, s.rebind
-	s.load = q(`SELECT state, version, done FROM ` + t + ` WHERE id = ?`)
-	s.insert = q(`INSERT INTO ` + t + ` (id, state, version, done, created_at, updated_at) VALUES (?, ?, 1, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
+	s.load = q(`SELECT state, version, done, fence FROM ` + t + ` WHERE id = ?`)
+	s.insert = q(`INSERT INTO ` + t + ` (id, state, version, done, created_at, updated_at, fence) VALUES (?, ?, 1, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`)
 	s.update = q(`UPDATE ` + t + ` SET state = ?, version = version + 1, done = ?, updated_at = ? WHERE id = ? AND version = ?`)
+	s.updateFenced = q(`UPDATE ` + t + ` SET state = ?, version = version + 1, done = ?, updated_at = ?, fence = ? WHERE id = ? AND version = ? AND fence <= ?`)
 	cols := `SELECT id, state, version, done, created_at, updated_at FROM ` + t
 	s.get = q(cols + ` WHERE id = ?`)
 	s.list = q(cols + ` ORDER BY updated_at, id LIMIT ?`)
@@ -156,7 +157,9 @@ func (s *Saga[S]) Close() error { return s.metrics.close() }
 //
 // The columns: id (the correlation ID, the primary key), state (the JSON
 // of S: JSONB on PostgreSQL, TEXT on SQLite), version, done, created_at
-// and updated_at (timestamptz on PostgreSQL, Unix microseconds on SQLite).
+// and updated_at (timestamptz on PostgreSQL, Unix microseconds on SQLite),
+// and fence, the highest fencing token (acemq.Message.Fence) that saved the
+// instance, 0 when none did; Migrate adds it to a table made without it.
 // The index acemq_saga_<name>_open_idx holds the open instances by
 // updated_at.
 func (s *Saga[S]) Migrate(ctx context.Context) error {
@@ -171,7 +174,8 @@ func (s *Saga[S]) Migrate(ctx context.Context) error {
 	version BIGINT NOT NULL,
 	done %s NOT NULL,
 	created_at %s NOT NULL,
-	updated_at %s NOT NULL
+	updated_at %s NOT NULL,
+	fence BIGINT NOT NULL DEFAULT 0
 )`, s.table, state, boolean, ts, ts),
 		fmt.Sprintf(`CREATE INDEX IF NOT EXISTS %[1]s_open_idx ON %[1]s (updated_at) WHERE done = FALSE`, s.table),
 	} {
@@ -179,10 +183,31 @@ func (s *Saga[S]) Migrate(ctx context.Context) error {
 			return fmt.Errorf("saga: migrating table %s: %w", s.table, err)
 		}
 	}
+	if err := s.addFence(ctx); err != nil {
+		return fmt.Errorf("saga: migrating table %s: %w", s.table, err)
+	}
 	if err := s.inbox.Migrate(ctx); err != nil {
 		return fmt.Errorf("saga: migrating %q: %w", s.name, err)
 	}
 	return nil
+}
+
+// addFence adds the fence column to a table made before it existed.
+func (s *Saga[S]) addFence(ctx context.Context) error {
+	add := `ALTER TABLE ` + s.table + ` ADD COLUMN fence BIGINT NOT NULL DEFAULT 0`
+	if s.dialect != outbox.SQLite {
+		_, err := s.db.ExecContext(ctx, `ALTER TABLE `+s.table+` ADD COLUMN IF NOT EXISTS fence BIGINT NOT NULL DEFAULT 0`)
+		return err
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = 'fence'`, s.table).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	_, err := s.db.ExecContext(ctx, add)
+	return err
 }
 
 // Check reports whether the saga's table and its inbox's table exist: one

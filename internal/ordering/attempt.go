@@ -2,6 +2,7 @@ package ordering
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/acemq/acemq/transport"
@@ -26,6 +27,44 @@ func (a *Attempt) LastErr() string { return a.lastErr }
 
 // Partition is the partition the delivery came from.
 func (a *Attempt) Partition() int { return a.p.i }
+
+// Fence is the fencing token of the delivery's channel: taken
+// (transport.Fencer) when this instance became the partition's active
+// consumer, before any handler of that channel ran; 0 without a Fencer.
+func (a *Attempt) Fence() uint64 { return a.fence }
+
+// Lost reports whether the partition was lost to this instance since the
+// delivery came (its handler's context ended with ErrLost) or the broker
+// has not been heard within its heartbeat timeout; such a delivery is
+// given back unsettled, never moved. It gives the delivery back itself
+// (GiveBack) only when asked to.
+func (a *Attempt) Lost() bool {
+	o := a.run
+	if o.silent() {
+		o.cutOff()
+	}
+	return a.hctx != nil && errors.Is(context.Cause(a.hctx), ErrLost)
+}
+
+// Lose treats the delivery's partition as lost, from what a store said
+// (a write refused for a fence below the store's): the handlers of its
+// channel are cancelled and its subscription is ended, to be taken again
+// with a new fence. A later channel of the partition is left alone.
+func (a *Attempt) Lose() {
+	o := a.run
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := a.p
+	if a.hctx == nil || p.hctx != a.hctx || p.stopped {
+		return
+	}
+	o.loseLocked(p)
+	o.refuseLocked(p)
+}
+
+// GiveBack returns the delivery to the broker unsettled, as a loss wants:
+// another holder handles it.
+func (a *Attempt) GiveBack() { a.run.giveBack(a) }
 
 // InPlace records a retry in place: the next attempt is number next, after
 // an attempt that failed for reason. It returns the wait before it, delay

@@ -22,6 +22,8 @@ type Broker struct {
 	T        transport.Transport
 	Leaser   transport.Leaser
 	HandOver transport.HandOverConsumer
+	Fencer   transport.Fencer   // nil: deliveries carry fence 0
+	Liveness transport.Liveness // nil: never taken to be cut off
 	Log      *slog.Logger
 }
 

@@ -2,6 +2,7 @@ package ordering
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,6 +64,7 @@ type Run struct {
 	probe      int             // > 0: start only this many deliveries
 	stopTaking context.CancelFunc
 	parts      sync.WaitGroup // the partitions' ConsumeHandOver calls
+	watch      sync.WaitGroup // the watchdog
 	workers    sync.WaitGroup
 
 	mu      sync.Mutex
@@ -80,11 +82,29 @@ type partition struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped bool // guarded by Run.mu
-	// Its Consume goroutine's: the registry was read after the first
-	// delivery of the current channel, and that channel's acknowledger.
+	// Its Consume goroutine's: the registry was read and the fence taken
+	// after the first delivery of the current channel, and that channel's
+	// acknowledger.
 	loaded bool
 	acker  transport.Acknowledger
+	// Guarded by Run.mu: the fence of the current channel and the context
+	// its handlers run in (cancelled, with ErrLost, once the partition is
+	// lost); sub ends the current ConsumeHandOver, refused says it was
+	// ended to be tried again (a Fence that failed, the watchdog).
+	fence   uint64
+	hctx    context.Context
+	hcancel context.CancelCauseFunc
+	sub     context.CancelFunc
+	refused bool
 }
+
+// ErrLost is the cause of a handler's context cancelled because this
+// instance lost the delivery's partition: its lease ended, its
+// subscription or channel went, or the broker was not heard within the
+// heartbeat timeout (transport.Liveness). Another instance may hold the
+// partition by now. It is package acemq's ErrPartitionLost, so its text
+// begins "acemq: ".
+var ErrLost = errors.New("acemq: the partition was lost to this instance")
 
 // itemState is where a delivery is in its lane.
 type itemState int
@@ -109,8 +129,10 @@ type Attempt struct {
 	waited   time.Duration // the delays waited in place so far
 	timer    *time.Timer
 	blocked  bool // its failure blocked its key
-	fromHeld bool // taken from its key's held queue by a release
-	stale    bool // its channel is gone (the broker delivers it again); guarded by Run.mu
+	fence    uint64
+	hctx     context.Context // its handler's: ends when the partition is lost
+	fromHeld bool            // taken from its key's held queue by a release
+	stale    bool            // its channel is gone (the broker delivers it again); guarded by Run.mu
 }
 
 // lane is the deliveries of one key, the running (or waiting) one first.
@@ -150,6 +172,7 @@ func (o *Run) Serve(takeCtx, handlerCtx context.Context, probe int, stopTaking c
 	runCtx, cancel := context.WithCancelCause(takeCtx)
 	defer cancel(nil)
 	o.handlerCtx, o.runCtx, o.probe, o.stopTaking = handlerCtx, runCtx, probe, stopTaking
+	sp.OnLost = o.loseAll
 	o.fail = func(err error) { cancel(err) }
 
 	workers := o.cfg.Concurrency
@@ -159,10 +182,13 @@ func (o *Run) Serve(takeCtx, handlerCtx context.Context, probe int, stopTaking c
 	for range workers {
 		o.workers.Go(o.work)
 	}
-	var status sync.WaitGroup
-	status.Go(func() { o.reportStatus(runCtx) })
-	defer func() { cancel(nil); status.Wait() }()
+	o.watch.Go(func() { o.reportStatus(runCtx) })
+	if lv := o.cfg.Liveness; lv != nil {
+		o.watch.Go(func() { o.watchdog(runCtx, lv) })
+	}
 	serr := sp.Run(runCtx, o.spread)
+	cancel(nil)
+	o.watch.Wait()
 	o.spread(nil)
 	o.parts.Wait()
 	o.mu.Lock()
@@ -210,16 +236,152 @@ func (o *Run) spread(held []int) {
 		o.stop(p)
 	}
 	for _, p := range start {
-		o.parts.Go(func() {
-			defer o.stop(p)
-			q := PartitionQueue(o.cfg.Queue, p.i)
-			err := o.cfg.HandOver.ConsumeHandOver(p.ctx, q, o.cfg.Prefetch, func(d transport.Delivery) {
-				o.arrive(p, d)
-			})
-			if err != nil && p.ctx.Err() == nil {
+		o.parts.Go(func() { o.consume(p) })
+	}
+}
+
+// consume runs partition p's subscription until p stops, subscribing
+// again after a pause when it was ended to be tried again (refused).
+func (o *Run) consume(p *partition) {
+	defer o.stop(p)
+	q := PartitionQueue(o.cfg.Queue, p.i)
+	for pause := minPause; ; pause = min(2*pause, maxPause) {
+		sub, cancel := context.WithCancel(p.ctx)
+		o.mu.Lock()
+		p.sub, p.refused = cancel, false
+		o.mu.Unlock()
+		err := o.cfg.HandOver.ConsumeHandOver(sub, q, o.cfg.Prefetch, func(d transport.Delivery) {
+			o.arrive(p, d)
+		})
+		cancel()
+		o.mu.Lock()
+		again := p.refused
+		if o.runCtx.Err() == nil {
+			// The subscription is gone: what its handlers do is another
+			// holder's to do again.
+			o.loseLocked(p)
+		}
+		o.mu.Unlock()
+		p.loaded = false
+		if p.ctx.Err() != nil {
+			return
+		}
+		if !again {
+			if err != nil {
 				o.fail(fmt.Errorf("consuming partition %q: %w", q, err))
 			}
-		})
+			return
+		}
+		Sleep(p.ctx, pause)
+	}
+}
+
+// loseLocked, with o.mu held, cancels the context of p's handlers: the
+// partition is lost to this instance.
+func (o *Run) loseLocked(p *partition) {
+	if p.hcancel != nil {
+		p.hcancel(ErrLost)
+	}
+}
+
+// loseAll cancels the handlers of every held partition: the slot's lease
+// was lost, so they are another instance's now. (A partition given up by
+// a rebalance is not lost: its subscription waits for its running
+// handlers to settle before the next holder gets anything.)
+func (o *Run) loseAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range o.held {
+		o.loseLocked(p)
+	}
+}
+
+// refuseLocked, with o.mu held, ends p's current subscription so that it
+// is tried again: its deliveries go back to the broker.
+func (o *Run) refuseLocked(p *partition) {
+	p.refused = true
+	if p.sub != nil {
+		p.sub()
+	}
+}
+
+// takeFence takes a fencing token for p's current channel and gives its
+// handlers a new context. When it fails, p's subscription ends and is
+// tried again: no delivery is handled without its fence.
+func (o *Run) takeFence(p *partition) bool {
+	var n uint64
+	if o.cfg.Fencer != nil {
+		var err error
+		n, err = o.cfg.Fencer.Fence(p.ctx, FenceCounter(o.cfg.Queue))
+		if err != nil {
+			if p.ctx.Err() == nil {
+				o.cfg.logger().Warn("acemq: taking a partition's fencing token failed; its subscription is tried again",
+					"queue", o.cfg.Queue, "partition", p.i, "error", err)
+			}
+			o.mu.Lock()
+			o.refuseLocked(p)
+			o.mu.Unlock()
+			return false
+		}
+	}
+	hctx, cancel := context.WithCancelCause(o.handlerCtx)
+	o.mu.Lock()
+	o.loseLocked(p)
+	p.fence, p.hctx, p.hcancel = n, hctx, cancel
+	o.mu.Unlock()
+	return true
+}
+
+// silent reports whether the broker has not been heard within its
+// heartbeat timeout: it may have taken this instance for dead and handed
+// its partitions on.
+func (o *Run) silent() bool {
+	lv := o.cfg.Liveness
+	if lv == nil {
+		return false
+	}
+	t := lv.Timeout()
+	return t > 0 && time.Since(lv.LastHeard()) > t
+}
+
+// watchdog checks the transport's liveness about every quarter of its
+// timeout and, once the broker has been silent too long, cuts off every
+// held partition (cutOff).
+func (o *Run) watchdog(ctx context.Context, lv transport.Liveness) {
+	for {
+		every := lv.Timeout() / 4
+		if every <= 0 {
+			every = time.Second
+		}
+		every = max(every, 10*time.Millisecond)
+		Sleep(ctx, every)
+		if ctx.Err() != nil {
+			return
+		}
+		if o.silent() {
+			o.cutOff()
+		}
+	}
+}
+
+// cutOff treats every held partition as lost: its handlers' contexts are
+// cancelled and its subscription ends, to be taken again (with a new
+// fence) once the broker answers.
+func (o *Run) cutOff() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, p := range o.held {
+		if p.refused || p.hctx == nil || p.hctx.Err() != nil {
+			continue
+		}
+		o.loseLocked(p)
+		o.refuseLocked(p)
+		n++
+	}
+	if n > 0 {
+		o.cfg.logger().Warn("acemq: the broker was not heard within the heartbeat timeout; the ordered queue's handlers are cancelled and its partitions taken again",
+			"queue", o.cfg.Queue, "partitions", n, "timeout", o.cfg.Liveness.Timeout())
 	}
 }
 
@@ -250,8 +412,18 @@ func (o *Run) arrive(p *partition, d transport.Delivery) {
 		p.loaded = false
 	}
 	p.acker = d.Acker
+	if o.silent() {
+		o.cutOff()
+	}
+	o.mu.Lock()
+	refused := p.refused
+	o.mu.Unlock()
+	if refused {
+		_ = d.Release()
+		return
+	}
 	if !p.loaded {
-		if !o.loadRegistry(p) {
+		if !o.loadRegistry(p) || !o.takeFence(p) {
 			_ = d.Release()
 			return
 		}
@@ -259,7 +431,8 @@ func (o *Run) arrive(p *partition, d transport.Delivery) {
 	}
 	it := &Attempt{run: o, d: d, p: p, key: KeyOf(d.Headers)}
 	o.mu.Lock()
-	if p.stopped {
+	it.fence, it.hctx = p.fence, p.hctx
+	if p.stopped || p.refused {
 		o.mu.Unlock()
 		_ = d.Release()
 		return
@@ -283,6 +456,7 @@ func (o *Run) dropStale(p *partition, acker transport.Acknowledger) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	gone := func(it *Attempt) bool { return it.p == p && it.d.Acker == acker }
+	o.loseLocked(p)
 	o.ready = slices.DeleteFunc(o.ready, func(it *Attempt) bool {
 		if gone(it) {
 			it.stale = true
@@ -412,7 +586,15 @@ func (o *Run) work() {
 // a delivery of a blocked key (held), or one to handle. A delivery asking
 // for another attempt keeps its lane until the attempt.
 func (o *Run) run(it *Attempt) {
-	ctx := o.handlerCtx
+	ctx := it.hctx
+	if ctx == nil {
+		ctx = o.handlerCtx
+	}
+	if errors.Is(context.Cause(ctx), ErrLost) {
+		o.giveBack(it) // the partition's holder now handles it
+		o.finish(it)
+		return
+	}
 	switch {
 	case isControl(it.d.Headers):
 		o.releaseKey(ctx, it)

@@ -28,6 +28,12 @@ func PartitionQueue(queue string, i int) string { return fmt.Sprintf("%s.p%d", q
 // subscribes to, so that its consumer count is the number of instances.
 func MembersQueue(queue string) string { return queue + ".members" }
 
+// FenceCounter is the fencing counter of an ordered queue
+// (transport.Fencer): one for all its partitions, taken from each time an
+// instance becomes a partition's active consumer. On RabbitMQ it is a
+// stream queue of that name.
+func FenceCounter(queue string) string { return queue + ".fence" }
+
 // BlockedQueue is the blocked-key registry of an ordered queue.
 func BlockedQueue(queue string) string { return queue + ".blocked" }
 

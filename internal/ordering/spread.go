@@ -119,6 +119,11 @@ type Spreader struct {
 	// random 75–125% of it.
 	period time.Duration
 
+	// OnLost, when set before Run, is called when the slot's lease is
+	// lost, before the partitions are dropped: they are another
+	// instance's already, unlike partitions given up by a rebalance.
+	OnLost func()
+
 	mu   sync.Mutex
 	busy bool // guarded by mu; Run is running
 }
@@ -241,6 +246,9 @@ func (s *Spreader) Run(ctx context.Context, onChange func(held []int)) error {
 		case <-lost:
 			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
 				"queue", s.queue, "slot", st.j)
+			if s.OnLost != nil {
+				s.OnLost()
+			}
 			st.lease, st.j = nil, -1
 			cur = change(cur, []int{}, onChange)
 			// Take a slot again at once: the lease calls wait for the

@@ -500,7 +500,7 @@ func deleteOrdered(t *testing.T, cl *cluster.Cluster, q string, partitions int) 
 	}
 	defer c.Close()
 	tr := c.Transport()
-	names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".status"}
+	names := []string{acemq.DeadLetterQueue(q), acemq.ParkingQueue(q), q + ".members", q + ".blocked", q + ".status", q + ".fence"}
 	for i := range partitions {
 		names = append(names, acemq.PartitionQueue(q, i))
 	}
