@@ -25,7 +25,8 @@
 // except Memory.
 //
 // A store of your own passes the conformance suite in package
-// github.com/acemq/acemq/blob/blobtest.
+// github.com/acemq/acemq/blob/blobtest; [CopyContext] and
+// [NewContextReader] copy and read as the stores here do.
 //
 // # Expiry
 //

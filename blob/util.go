@@ -92,6 +92,21 @@ func copyCtx(ctx context.Context, w io.Writer, r io.Reader, each func([]byte) er
 	}
 }
 
+// CopyContext copies r to w as the stores here do: in ChunkSize pieces
+// through a pooled buffer, checking ctx before each read. It is for
+// writing a Store of your own (package blob/gocloud uses it); a reader's
+// error other than io.EOF is returned as is.
+func CopyContext(ctx context.Context, w io.Writer, r io.Reader) (int64, error) {
+	return copyCtx(ctx, w, r, nil)
+}
+
+// NewContextReader returns r as the reader a Store's Open returns: its
+// reads end with ctx's error once ctx is done, and Close closes c (when
+// not nil). It is for writing a Store of your own.
+func NewContextReader(ctx context.Context, r io.Reader, c io.Closer) io.ReadCloser {
+	return &ctxReader{ctx: ctx, r: r, c: c}
+}
+
 // ctxReader ends reads with ctx's error once ctx is done.
 type ctxReader struct {
 	ctx context.Context

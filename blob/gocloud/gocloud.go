@@ -132,7 +132,7 @@ func (s *store) put(ctx context.Context, key, id string, r io.Reader, expires ti
 		return blob.Info{}, err
 	}
 	h := newHasher()
-	n, err := copyCtx(ctx, io.MultiWriter(w, h), r)
+	n, err := blob.CopyContext(ctx, io.MultiWriter(w, h), r)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -176,7 +176,7 @@ func (s *store) Open(ctx context.Context, id string, offset int64) (io.ReadClose
 		return nil, fmt.Errorf("%w: %q", blob.ErrNotFound, id)
 	}
 	if offset >= attrs.Size {
-		return &ctxReader{ctx: ctx, r: strings.NewReader("")}, nil
+		return blob.NewContextReader(ctx, strings.NewReader(""), nil), nil
 	}
 	rd, err := s.b.NewRangeReader(ctx, key, offset, -1, nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {
@@ -185,7 +185,7 @@ func (s *store) Open(ctx context.Context, id string, offset int64) (io.ReadClose
 	if err != nil {
 		return nil, s.wrap(ctx, "open", id, err)
 	}
-	return &ctxReader{ctx: ctx, r: rd, c: rd}, nil
+	return blob.NewContextReader(ctx, rd, rd), nil
 }
 
 func (s *store) Delete(ctx context.Context, id string) error {
