@@ -2,12 +2,15 @@
 // client and a broker at fault without touching the broker, which other
 // tests may share: Pause stops forwarding while leaving every connection
 // open (what a partition or a frozen peer looks like from either end: silence,
-// not a close), Resume lets the held bytes through, Cut closes the
-// forwarded connections as a failed link would.
+// not a close), PauseDownstream does so for what the upstream sends only,
+// Resume lets the held bytes through, Cut closes the forwarded connections
+// as a failed link would, and Stop and Start refuse new connections and
+// take them again on the same address, as a node that is down and back.
 package netproxy
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 )
@@ -16,12 +19,14 @@ import (
 // Its methods are safe for concurrent use.
 type Proxy struct {
 	upstream string
-	ln       net.Listener
+	addr     string
 	done     chan struct{} // closed by Close
 
 	mu     sync.Mutex
+	ln     net.Listener // nil while stopped
 	conns  map[net.Conn]struct{}
-	paused chan struct{} // non-nil while paused; closed by Resume
+	paused chan struct{} // non-nil while both directions are held; closed by Resume
+	down   chan struct{} // non-nil while the upstream's bytes are held; closed by Resume
 	closed bool
 
 	wg sync.WaitGroup
@@ -34,51 +39,59 @@ func New(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{upstream: upstream, ln: ln, done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
-	p.wg.Add(1)
-	go p.accept()
+	p := &Proxy{upstream: upstream, addr: ln.Addr().String(), done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	p.serve(ln)
 	return p, nil
 }
 
-// Addr is the address clients connect to.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+// Addr is the address clients connect to; it stays the same across Stop
+// and Start.
+func (p *Proxy) Addr() string { return p.addr }
 
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.upstream)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		p.mu.Lock()
-		if p.closed {
+// serve accepts on ln until it is closed.
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.closed {
+				p.mu.Unlock()
+				_ = c.Close()
+				_ = up.Close()
+				return
+			}
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.wg.Add(2)
 			p.mu.Unlock()
-			_ = c.Close()
-			_ = up.Close()
-			return
+			go p.pipe(up, c, false)
+			go p.pipe(c, up, true)
 		}
-		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(up, c)
-		go p.pipe(c, up)
-	}
+	}()
 }
 
-// pipe copies src to dst, holding each read while the proxy is paused.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, holding each read while the proxy is paused;
+// downstream is the upstream-to-client direction.
+func (p *Proxy) pipe(dst, src net.Conn, downstream bool) {
 	defer p.wg.Done()
 	defer p.forget(dst, src)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.gate() {
+			if !p.gate(downstream) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -91,19 +104,24 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	}
 }
 
-// gate waits while the proxy is paused; it reports false once it closed.
-func (p *Proxy) gate() bool {
-	p.mu.Lock()
-	g := p.paused
-	p.mu.Unlock()
-	if g == nil {
-		return true
-	}
-	select {
-	case <-g:
-		return true
-	case <-p.done:
-		return false
+// gate waits while the proxy holds this direction; it reports false once
+// the proxy closed.
+func (p *Proxy) gate(downstream bool) bool {
+	for {
+		p.mu.Lock()
+		g := p.paused
+		if g == nil && downstream {
+			g = p.down
+		}
+		p.mu.Unlock()
+		if g == nil {
+			return true
+		}
+		select {
+		case <-g:
+		case <-p.done:
+			return false
+		}
 	}
 }
 
@@ -127,13 +145,26 @@ func (p *Proxy) Pause() {
 	}
 }
 
+// PauseDownstream holds what the upstream sends, until Resume, and
+// forwards what clients send: a peer that has gone silent while its
+// socket still takes bytes.
+func (p *Proxy) PauseDownstream() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down == nil {
+		p.down = make(chan struct{})
+	}
+}
+
 // Resume forwards again, the held bytes first.
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.paused != nil {
-		close(p.paused)
-		p.paused = nil
+	for _, g := range []*chan struct{}{&p.paused, &p.down} {
+		if *g != nil {
+			close(*g)
+			*g = nil
+		}
 	}
 }
 
@@ -148,8 +179,42 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Close stops accepting, closes every connection and waits for the
-// proxy's goroutines to end. It is idempotent.
+// Stop refuses new connections (nothing listens on Addr) and cuts the
+// current ones, until Start.
+func (p *Proxy) Stop() {
+	p.mu.Lock()
+	ln := p.ln
+	p.ln = nil
+	p.mu.Unlock()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	p.Cut()
+}
+
+// Start takes connections on Addr again after Stop; it does nothing while
+// the proxy is listening.
+func (p *Proxy) Start() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errors.New("netproxy: Start after Close")
+	}
+	listening := p.ln != nil
+	p.mu.Unlock()
+	if listening {
+		return nil
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return fmt.Errorf("netproxy: listening again on %s: %w", p.addr, err)
+	}
+	p.serve(ln)
+	return nil
+}
+
+// Close stops accepting, closes every connection, lets held bytes go and
+// waits for the proxy's goroutines to end. It is idempotent.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -158,8 +223,13 @@ func (p *Proxy) Close() error {
 	}
 	p.closed = true
 	close(p.done)
+	ln := p.ln
+	p.ln = nil
 	p.mu.Unlock()
-	err := p.ln.Close()
+	var err error
+	if ln != nil {
+		err = ln.Close()
+	}
 	p.Cut()
 	p.wg.Wait()
 	if errors.Is(err, net.ErrClosed) {

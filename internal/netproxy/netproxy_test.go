@@ -76,3 +76,44 @@ func TestPauseResumeCut(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+func TestStopStartAndPauseDownstream(t *testing.T) {
+	p, err := netproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Stop()
+	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		_ = c.Close()
+		t.Fatal("a stopped proxy took a connection")
+	}
+	if err := p.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("after Start, on the same address: %v", err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	p.PauseDownstream()
+	if _, err := io.WriteString(c, "held\n"); err != nil {
+		t.Fatalf("writing while the downstream is held: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if got, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("while the downstream is held the echo came back: %q", got)
+	}
+	p.Resume()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := r.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("after Resume the held echo: %q, %v", got, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := p.Start(); err == nil {
+		t.Fatal("Start after Close succeeded")
+	}
+}

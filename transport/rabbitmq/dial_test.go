@@ -70,21 +70,21 @@ func freeAddr(t *testing.T) string {
 // connections until it starts listening.
 func TestDialWaitsForTheBroker(t *testing.T) {
 	broker := brokerURL(t)
-	addr := freeAddr(t)
 	p := newProxy(t, hostOf(t, broker))
 	p.stop()
+	started := make(chan error, 1)
 	go func() {
 		time.Sleep(700 * time.Millisecond)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Errorf("listen on %s: %v", addr, err)
-			return
+		started <- p.p.Start()
+	}()
+	defer func() {
+		if err := <-started; err != nil {
+			t.Error(err)
 		}
-		p.serve(ln)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	tr, err := rabbitmq.Dial(ctx, withHost(t, broker, addr), rabbitmq.Config{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	tr, err := rabbitmq.Dial(ctx, withHost(t, broker, p.addr), rabbitmq.Config{MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatalf("Dial did not wait for the broker: %v", err)
 	}
