@@ -22,28 +22,38 @@ type step struct {
 	N   int    `json:"n"`
 }
 
-// TestKeys: keys list shows a key an ordered consumer blocked, with its
-// held count and reason; keys release runs its held messages; a key not
-// blocked is an error.
-func TestKeys(t *testing.T) {
-	t.Parallel()
-	url := acemqtest.Memory(t)
+// blockedKey is an ordered consumer on memory whose key order-7 is
+// blocked: its message 1 (ID m1) was rejected, 2 and 3 are held.
+type blockedKey struct {
+	url, queue string
+	ctx        context.Context
+	mq         *acemq.Conn
+
+	mu      sync.Mutex
+	seen    []int
+	failing bool
+}
+
+// newBlockedKey starts the consumer, publishes order-7's three messages
+// and waits until the key is blocked with two held; the consumer stops
+// when the test ends.
+func newBlockedKey(t *testing.T) *blockedKey {
+	t.Helper()
+	b := &blockedKey{url: acemqtest.Memory(t), queue: acemqtest.QueueName(t, "orders"), failing: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	mq, err := acemq.Connect(ctx, url, acemq.WithLogger(slog.New(slog.DiscardHandler)))
+	t.Cleanup(cancel)
+	b.ctx = ctx
+	mq, err := acemq.Connect(ctx, b.url, acemq.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer mq.Close()
-	queue := acemqtest.QueueName(t, "orders")
-	var mu sync.Mutex
-	var seen []int
-	failing := true
-	cons, err := acemq.NewConsumer(mq, queue, func(_ context.Context, m *acemq.Message[step]) acemq.Ack {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, m.Payload.N)
-		if m.Payload.N == 1 && failing {
+	t.Cleanup(func() { _ = mq.Close() })
+	b.mq = mq
+	cons, err := acemq.NewConsumer(mq, b.queue, func(_ context.Context, m *acemq.Message[step]) acemq.Ack {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.seen = append(b.seen, m.Payload.N)
+		if m.Payload.N == 1 && b.failing {
 			return acemq.Reject(errors.New("customer 42 does not exist"))
 		}
 		return acemq.Done()
@@ -54,27 +64,66 @@ func TestKeys(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- cons.Run(runCtx) }()
-	defer func() {
+	t.Cleanup(func() {
 		stop()
 		if err := <-ran; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}()
+	})
 	for n := 1; n <= 3; n++ {
 		body, _ := json.Marshal(step{Key: "order-7", N: n})
-		err := mq.Transport().Publish(ctx, transport.Message{Exchange: queue, MessageID: "m" + string(rune('0'+n)),
+		err := mq.Transport().Publish(ctx, transport.Message{Exchange: b.queue, MessageID: fmt.Sprintf("m%d", n),
 			Headers: map[string]any{"x-acemq-key": "order-7"}, Body: body, ContentType: "application/json"})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	var r result
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r = runCLI(t, "-url", url, "keys", "list", queue)
-		if strings.Contains(r.stdout, "order-7  2") || time.Now().After(deadline) {
-			break
+		keys, err := acemq.BlockedKeys(ctx, mq, b.queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 1 && keys[0].Held == 2 {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order-7 not blocked with 2 held: %v", keys)
 		}
 	}
+}
+
+// heal makes message 1 succeed from now on.
+func (b *blockedKey) heal() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failing = false
+}
+
+// waitHandled waits until the handler has run n times and returns the
+// numbers it saw, in order.
+func (b *blockedKey) waitHandled(t *testing.T, n int) []int {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b.mu.Lock()
+		seen := append([]int(nil), b.seen...)
+		b.mu.Unlock()
+		if len(seen) >= n {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the handler ran for %v, want %d messages", seen, n)
+		}
+	}
+}
+
+// TestKeys: keys list shows a key an ordered consumer blocked, with its
+// held count and reason; keys release runs its held messages; a key not
+// blocked is an error.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	b := newBlockedKey(t)
+	url, queue := b.url, b.queue
+	r := runCLI(t, "-url", url, "keys", "list", queue)
 	if r.code != exitOK {
 		t.Fatalf("keys list: exit %d, stderr %s", r.code, r.stderr)
 	}
@@ -88,9 +137,7 @@ func TestKeys(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stderr, `key "order-8" of queue`) || !strings.Contains(r.stderr, "is not blocked") {
 		t.Errorf("releasing a key not blocked: exit %d, stderr %s", r.code, r.stderr)
 	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
+	b.heal()
 	r = runCLI(t, "-url", url, "keys", "release", queue, "order-7")
 	if r.code != exitOK || !strings.Contains(r.stdout, `released key order-7`) {
 		t.Fatalf("keys release: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
@@ -101,22 +148,9 @@ func TestKeys(t *testing.T) {
 	if !strings.Contains(r.stdout, "-rerun") {
 		t.Errorf("keys release does not say how to re-run it:\n%s", r.stdout)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the held messages did not run: %v", seen)
-		}
-	}
-	mu.Lock()
-	if got := seen; len(got) != 3 || got[1] != 2 || got[2] != 3 {
+	if got := b.waitHandled(t, 3); fmt.Sprint(got) != fmt.Sprint([]int{1, 2, 3}) {
 		t.Errorf("handled %v, want [1 2 3]", got)
 	}
-	mu.Unlock()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		r = runCLI(t, "-url", url, "keys", "list", queue)
 		if strings.Contains(r.stdout, "no blocked keys") {
@@ -132,81 +166,14 @@ func TestKeys(t *testing.T) {
 // (from .dlq) before the held ones.
 func TestKeysRerun(t *testing.T) {
 	t.Parallel()
-	url := acemqtest.Memory(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	mq, err := acemq.Connect(ctx, url, acemq.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mq.Close()
-	queue := acemqtest.QueueName(t, "orders")
-	var mu sync.Mutex
-	var seen []int
-	failing := true
-	cons, err := acemq.NewConsumer(mq, queue, func(_ context.Context, m *acemq.Message[step]) acemq.Ack {
-		mu.Lock()
-		defer mu.Unlock()
-		seen = append(seen, m.Payload.N)
-		if m.Payload.N == 1 && failing {
-			return acemq.Reject(errors.New("customer 42 does not exist"))
-		}
-		return acemq.Done()
-	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2, BlockOnFailure: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- cons.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-ran; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	for n := 1; n <= 3; n++ {
-		body, _ := json.Marshal(step{Key: "order-7", N: n})
-		err := mq.Transport().Publish(ctx, transport.Message{Exchange: queue, MessageID: "m" + string(rune('0'+n)),
-			Headers: map[string]any{"x-acemq-key": "order-7"}, Body: body, ContentType: "application/json"})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		keys, err := acemq.BlockedKeys(ctx, mq, queue)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(keys) == 1 && keys[0].Held == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order-7 not blocked with 2 held: %v", keys)
-		}
-	}
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	r := runCLI(t, "-url", url, "keys", "release", "-rerun", queue, "order-7")
+	b := newBlockedKey(t)
+	b.heal()
+	r := runCLI(t, "-url", b.url, "keys", "release", "-rerun", b.queue, "order-7")
 	if r.code != exitOK || !strings.Contains(r.stdout, "the message that blocked it runs next") {
 		t.Fatalf("keys release -rerun: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := len(seen)
-		mu.Unlock()
-		if n == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the re-run and held messages did not run: %v", seen)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if want := []int{1, 1, 2, 3}; fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Errorf("handled %v, want %v", seen, want)
+	if got, want := b.waitHandled(t, 4), []int{1, 1, 2, 3}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("handled %v, want %v", got, want)
 	}
 }
 
