@@ -11,8 +11,6 @@ import (
 	"io"
 	"iter"
 	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/acemq/acemq/outbox"
@@ -470,33 +468,12 @@ func (s *SQLStore) tablesExist(ctx context.Context) bool {
 	return n == 2
 }
 
-// rebind replaces each "?" in q with PostgreSQL's numbered placeholders;
-// the queries here contain no other question marks.
-func (s *SQLStore) rebind(q string) string {
-	if s.dialect != outbox.Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// rebind gives q, written with ? placeholders, the dialect's.
+func (s *SQLStore) rebind(q string) string { return s.dialect.Rebind(q) }
 
 // timeArg is a time as a query argument: UTC for PostgreSQL, Unix
 // microseconds for SQLite.
-func (s *SQLStore) timeArg(t time.Time) any {
-	if s.dialect == outbox.Postgres {
-		return t.UTC()
-	}
-	return t.UnixMicro()
-}
+func (s *SQLStore) timeArg(t time.Time) any { return s.dialect.TimeArg(t) }
 
 // nullTime is timeArg with the zero time as NULL.
 func (s *SQLStore) nullTime(t time.Time) any {

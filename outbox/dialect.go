@@ -57,6 +57,15 @@ func (d Dialect) phs(first, n int) string {
 	return b.String()
 }
 
+// Rebind replaces each "?" in q with the dialect's placeholder ($1, $2,
+// ... on PostgreSQL; SQLite keeps ?), for queries written once for both.
+// q must hold no other question mark (in a string literal, say).
+func (d Dialect) Rebind(q string) string { return d.sql(q) }
+
+// TimeArg is a time as a query argument for the columns acemq's tables
+// use: a UTC time.Time on PostgreSQL, Unix microseconds on SQLite.
+func (d Dialect) TimeArg(t time.Time) any { return d.timeArg(t) }
+
 // sql replaces each "?" in q with the dialect's numbered placeholder; the
 // queries in this package contain no other question marks.
 func (d Dialect) sql(q string) string {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -351,31 +349,11 @@ func (s *Saga[S]) undecodable(id string, err error) error {
 }
 
 // rebind gives q, written with ? placeholders, the dialect's.
-func (s *Saga[S]) rebind(q string) string {
-	if s.dialect != outbox.Postgres {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range q {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func (s *Saga[S]) rebind(q string) string { return s.dialect.Rebind(q) }
 
 // timeArg is how a time travels as an argument: a UTC time.Time on
 // PostgreSQL, Unix microseconds on SQLite.
-func (s *Saga[S]) timeArg(t time.Time) any {
-	if s.dialect == outbox.Postgres {
-		return t.UTC()
-	}
-	return t.UnixMicro()
-}
+func (s *Saga[S]) timeArg(t time.Time) any { return s.dialect.TimeArg(t) }
 
 // dbTime scans a time column of either dialect.
 type dbTime struct{ t time.Time }
