@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/acemq/acemq"
+	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/patterns"
 	"github.com/acemq/acemq/transport"
 )
@@ -80,6 +81,12 @@ func TestPlainOnAnOrderedQueueFails(t *testing.T) {
 	onBrokers(t, func(t *testing.T, url string) {
 		c := connectURL(t, url)
 		q := orderedQueue(t, url, 2)
+		// Should a plain consumer slip through, what it declared goes too.
+		stray := []string{q}
+		for _, d := range acemq.DefaultRetryPolicy().Delays {
+			stray = append(stray, acemq.RetryQueue(q, d))
+		}
+		acemqtest.DeleteQueuesAfter(t, url, stray...)
 		_, err := acemq.NewConsumer(c, q, ignoreStep, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}))
 		require.NoError(t, err)
 		wants := func(t *testing.T, err error, who string) {
