@@ -102,8 +102,14 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption, batch batchSer
 	return e, nil
 }
 
-// declare declares the queue's topology within ctx.
-func (e *engine) declare(ctx context.Context) error { return e.mode.declare(ctx) }
+// declare declares the queue's topology within ctx, once the broker is
+// known not to have the name as the other kind (see checkKind).
+func (e *engine) declare(ctx context.Context) error {
+	if err := e.checkKind(ctx); err != nil {
+		return err
+	}
+	return e.mode.declare(ctx)
+}
 
 // declareTimeout bounds the declarations of NewConsumer and NewRouter
 // when DeclareContext gave no ctx.
@@ -115,9 +121,13 @@ func (e *engine) topology() []Topology { return e.mode.topology() }
 // checkLadder looks, passively, for the queue and its ladder queues, and
 // fails naming the ones that do not exist. It is what NoDeclare does at Run
 // instead of declaring: without it a move to a missing queue would fail
-// and come back for as long as the consumer runs. The mode checks what
-// else it needs (Ordered: the partition count).
+// and come back for as long as the consumer runs. The name's kind is
+// checked first (see checkKind), and the mode checks what else it needs
+// (Ordered: the partition count).
 func (e *engine) checkLadder(ctx context.Context) error {
+	if err := e.checkKind(ctx); err != nil {
+		return err
+	}
 	var missing []string
 	for _, name := range e.mode.ladder() {
 		_, err := e.conn.t.Inspect(ctx, name)

@@ -38,6 +38,7 @@ type instruments struct {
 	paused          metric.Int64ObservableGauge
 	blockedKeys     metric.Int64ObservableGauge
 	batchSize       metric.Float64Histogram
+	keyless         metric.Int64Counter
 
 	meter        metric.Meter
 	registration metric.Registration // paused's callback, until the Conn closes
@@ -58,7 +59,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [8]error
+		errs [9]error
 	)
 	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
@@ -85,6 +86,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.batchSize, errs[7] = m.Float64Histogram("acemq.consume.batch.size",
 		metric.WithDescription("Messages in each batch handed to a batch handler."),
 		metric.WithUnit("{message}"))
+	in.keyless, errs[8] = m.Int64Counter("acemq.consumer.keyless.total",
+		metric.WithDescription("Messages without a key that an ordered consumer parked (not counted with OrderPolicy.AllowKeyless)."),
+		metric.WithUnit("{message}"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -104,7 +108,7 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 		return opts
 	}
 	kv := []attribute.KeyValue{attrSystem.String("rabbitmq"), attrDestination.String(destination)}
-	if outcome != "" { // the batch size has no outcome
+	if outcome != "" { // the batch size and the keyless count have no outcome
 		kv = append(kv, attrOutcome.String(outcome))
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(kv...))
@@ -172,6 +176,12 @@ func (in *instruments) settled(ctx context.Context, queue string, o Outcome, sec
 	if o == OutcomeRejected || o == OutcomeDeadLettered {
 		in.deadLettered.Add(ctx, 1, opts.add...)
 	}
+}
+
+// parkedKeyless records a message without a key that an ordered consumer
+// of queue parked (it is also one parked on acemq.consume.total).
+func (in *instruments) parkedKeyless(ctx context.Context, queue string) {
+	in.keyless.Add(ctx, 1, in.attributes(queue, "").add...)
 }
 
 var epoch = time.Now()

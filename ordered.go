@@ -22,6 +22,17 @@ type OrderPolicy struct {
 	// BlockOnFailure makes a message that fails for good block its key:
 	// the key's later messages are held, durably, until ReleaseKey.
 	BlockOnFailure bool
+	// AllowKeyless makes the consumer handle messages without a key (no
+	// x-acemq-key header: their publisher gave neither the Key send
+	// option nor the KeyBy publisher option) instead of parking them. What
+	// is lost: their order, among themselves and against keyed messages
+	// (they all hash into one partition and run without a lane, as many at
+	// once as there are free workers), and the alarm: a publisher that
+	// forgot its key goes unnoticed. The default, false, parks each one in
+	// {queue}.parked with a reason naming the missing key and the
+	// publisher's Origin, logs it and counts it
+	// (acemq.consumer.keyless.total).
+	AllowKeyless bool
 }
 
 // The defaults and bounds of OrderPolicy.
@@ -40,7 +51,9 @@ const (
 // to yours. Retries happen in place: a message that asks for another
 // attempt waits its delay holding its key, and the total delay of the
 // retry policy must stay under RabbitMQ's delivery timeout (15 minutes).
-// docs/ordering.md tells the whole story.
+// A message without a key is parked, unless OrderPolicy.AllowKeyless. The
+// queue's name must not be a plain queue's: NewConsumer fails when the
+// broker has a queue of that name. docs/ordering.md tells the whole story.
 func Ordered(p OrderPolicy) ConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		if p.Partitions == 0 {

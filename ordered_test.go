@@ -404,8 +404,9 @@ func (n noHashExchange) ConsumeHandOver(ctx context.Context, queue string, prefe
 }
 
 // TestOrderedPauseAndKeyless: Pause stops the partitions (the key's
-// messages wait, in order) and Resume goes on; keyless messages are handled
-// too, without a lane.
+// messages wait, in order) and Resume goes on; with AllowKeyless, keyless
+// messages are handled too, without a lane (TestOrderedKeylessParked has
+// the default, which parks them).
 func TestOrderedPauseAndKeyless(t *testing.T) {
 	t.Parallel()
 	c := connect(t)
@@ -417,7 +418,7 @@ func TestOrderedPauseAndKeyless(t *testing.T) {
 		seen = append(seen, fmt.Sprintf("%s%d", m.Payload.Key, m.Payload.N))
 		mu.Unlock()
 		return acemq.Done()
-	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 3}), acemq.Concurrency(3))
+	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 3, AllowKeyless: true}), acemq.Concurrency(3))
 	require.NoError(t, err)
 	run(t, cons)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }

@@ -197,11 +197,32 @@ func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, 
 	if len(d.Body) > e.cfg.maxBody {
 		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}
 	}
+	if e.cfg.order != nil && !e.cfg.order.AllowKeyless && ordering.KeyOf(d.Headers) == "" {
+		return nil, e.keyless(env)
+	}
 	r, reason := e.pick(env.Type)
 	if r == nil {
 		return nil, verdict{outcome: OutcomeParked, reason: reason}
 	}
 	return r, verdict{}
+}
+
+// keyless is the verdict on a delivery without a key (no x-acemq-key
+// header, as the partitions' lanes read it) that reached an ordered
+// consumer without OrderPolicy.AllowKeyless: parked, with a reason that
+// names the missing key and the publisher, and logged once here, where it
+// is screened. Its publisher forgot Key or KeyBy, and handling it anyway
+// would lose its order without a word.
+func (e *engine) keyless(env *Envelope) verdict {
+	origin := env.Origin
+	if origin == "" {
+		origin = "unknown (no app-id)"
+	}
+	e.conn.cfg.logger.Warn("acemq: an ordered consumer took a message without a key; it is parked",
+		"queue", e.queue, "id", env.ID, "type", env.Type, "origin", env.Origin)
+	return verdict{outcome: OutcomeParked, keyless: true, reason: fmt.Sprintf(
+		"the message has no key (header %s), and ordered %s %q keeps order only by key; its publisher, Origin %s, must give one (the Key send option, or the KeyBy publisher option), or the consumer must take keyless messages without order (OrderPolicy.AllowKeyless)",
+		hdrKey, e.who, e.queue, origin)}
 }
 
 // verdict is what the engine decided for a delivery.
@@ -212,6 +233,7 @@ type verdict struct {
 	ack      Ack
 	original bool // park with the delivery's own headers, as evidence
 	failed   bool // a failure to the kill switch: retried, attempts spent, a panic
+	keyless  bool // parked by an ordered consumer for want of a key
 }
 
 // judge turns what the handler asked for into a verdict, applying the
@@ -294,6 +316,9 @@ func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		v = done
 	}
 	e.conn.metrics.settled(ctx, e.queue, v.outcome, handlerSeconds)
+	if v.keyless {
+		e.conn.metrics.parkedKeyless(ctx, e.queue)
+	}
 	e.observe(v.failed, handlerSeconds >= 0)
 	e.runCallbacks(ctx, ds, e.settlement(env, v), true)
 	return v
