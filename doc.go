@@ -92,7 +92,9 @@
 // Retries happen in place, the key waiting. With BlockOnFailure a message
 // that fails for good blocks its key: its later messages are held on the
 // broker until [ReleaseKey], which with [RerunFailed] runs the message that
-// blocked it first; [BlockedKeys] lists the blocked ones.
+// blocked it first; [BlockedKeys] lists the blocked ones. A message without
+// a key is parked (its publisher forgot [Key] or [KeyBy]) unless
+// [OrderPolicy].AllowKeyless.
 // Every delivery carries its partition and a fencing token
 // ([Message.Fence]) that grows with each change of the partition's holder,
 // so a store can refuse the writes of a holder that was replaced; the
@@ -151,8 +153,9 @@
 // The engine records, through the OpenTelemetry metric API,
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
 // acemq.consume.duration, acemq.messages.dead.lettered.total,
-// acemq.consumer.paused, acemq.consumer.blocked_keys (ordered consumers)
-// and acemq.consume.batch.size, from the MeterProvider
+// acemq.consumer.paused, acemq.consumer.blocked_keys and
+// acemq.consumer.keyless.total (ordered consumers) and
+// acemq.consume.batch.size, from the MeterProvider
 // [WithMeterProvider] gives.
 // Tracing is a wrapper in package acemq/otel.
 package acemq
