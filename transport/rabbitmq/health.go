@@ -5,7 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
+
+	"github.com/acemq/acemq/transport"
 )
+
+var _ transport.Subscriptions = (*Transport)(nil)
 
 // Health returns nil when the connection is up, the broker is not blocking
 // it, and every running Consume is consuming. Otherwise it returns an
@@ -59,6 +64,60 @@ func (t *Transport) Health(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// Subscription reports how the running Consume and ConsumeHandOver calls
+// of queue stand (transport.Subscriptions), from what Health reads: each
+// is consuming once its channel is subscribed, and not while it starts,
+// waits for the connection or resumes after losing it. While the
+// connection is down none is consuming, since the loss, also before its
+// Consume has noticed. Its error reads as Health's line for the consumer.
+// A closed transport has none.
+func (t *Transport) Subscription(queue string) (transport.Subscription, bool) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return transport.Subscription{}, false
+	}
+	connected, down := t.sess != nil, t.down
+	var states []*consumerState
+	for c := range t.consumers {
+		if c.queue == queue {
+			states = append(states, c)
+		}
+	}
+	t.mu.Unlock()
+	if len(states) == 0 {
+		return transport.Subscription{}, false
+	}
+	if down.err == nil {
+		down.err = errConnectionLost
+	}
+	sub := transport.Subscription{Consuming: true}
+	var (
+		idle  bool      // one is not consuming
+		first time.Time // since when the first of those is not
+		why   error
+	)
+	for _, c := range states {
+		c.mu.Lock()
+		consuming, since, err := c.consuming, c.since, c.err
+		c.mu.Unlock()
+		if consuming && !connected {
+			consuming, since, err = false, down.since, down.err
+		}
+		switch {
+		case consuming && sub.Consuming && since.After(sub.Since):
+			sub.Since = since
+		case !consuming && (!idle || since.Before(first)):
+			idle, first, why = true, since, err
+		}
+	}
+	if idle {
+		sub = transport.Subscription{Since: first, Err: fmt.Errorf("rabbitmq: consumer on %q not consuming since %s: %w",
+			queue, stamp(first), t.scrub(why))}
+	}
+	return sub, true
 }
 
 // plural counts n of a noun that takes an s: "1 attempt", "3 attempts".
