@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -222,6 +223,17 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 		consumeCtx: consumeCtx, stopCtx: stopCtx, takeCtx: takeCtx, handlerCtx: handlerCtx,
 		stopTaking: stopTaking, probe: m == modeProbe,
 	})
+}
+
+// failureLevel is the level to log a failure in a handler's ctx at: Warn,
+// or Debug once the Conn is closing (Close began, so the handlers' ctx
+// ends and publishes fail) or ctx has ended, when the failure is what the
+// caller asked for.
+func (e *engine) failureLevel(ctx context.Context) slog.Level {
+	if ctx.Err() != nil || e.conn.closing.Err() != nil {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // job is a delivery for a worker, and whether to handle it (or put it
