@@ -29,6 +29,8 @@ type engine struct {
 	running      atomic.Bool
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
+	life         lifecycle    // starting, running, faulted or stopped, for HealthReport
+	seq          uint64       // its place among the Conn's engines (Conn.register)
 
 	mode deliveryMode // plain, batch or ordered: topology, ladder, subscription
 
@@ -100,6 +102,7 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption, batch batchSer
 			return e, err
 		}
 	}
+	c.register(e)
 	return e, nil
 }
 
@@ -138,12 +141,26 @@ func (e *engine) checkLadder(ctx context.Context) error {
 
 // run consumes until ctx ends; see Consumer.Run. setup, when given, runs
 // first, once the engine is known not to be running already: the Router
-// builds its routing table there.
+// builds its routing table there. What it returns is the engine's state
+// from then on: stopped after nil or a Conn that stopped it (ErrClosed),
+// faulted after an error.
 func (e *engine) run(ctx context.Context, setup func() error) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("acemq: the %s of %q is already running", e.who, e.queue)
 	}
 	defer e.running.Store(false)
+	e.setState(StateStarting, nil)
+	err := e.runOnce(ctx, setup)
+	if err == nil || errors.Is(err, ErrClosed) && e.conn.stopping.Err() != nil {
+		e.setState(StateStopped, nil)
+	} else {
+		e.setState(StateFaulted, err)
+	}
+	return err
+}
+
+// runOnce is run, once the engine is known not to be running already.
+func (e *engine) runOnce(ctx context.Context, setup func() error) error {
 	if setup != nil {
 		if err := setup(); err != nil {
 			return err
@@ -171,6 +188,7 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 	defer context.AfterFunc(e.conn.closing, abort)()
 
 	e.startRun()
+	e.setState(StateConsuming, nil)
 	e.conn.addRunning(e)
 	defer e.conn.removeRunning(e)
 	var err error
