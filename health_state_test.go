@@ -266,20 +266,26 @@ func (o *outageTransport) Subscription(queue string) (transport.Subscription, bo
 // running consumer is waiting, not consuming: its Err wraps
 // ErrUnavailable, its Since is when its subscription went, and
 // HealthReport.Connection says the same; Health's error says it once.
-// When the broker is back it is consuming again. On memory the outage is
+// So is an ordered consumer. When the broker is back they are consuming
+// again. On memory the outage is
 // the transport's report; on RabbitMQ a proxy cuts the connection and
 // refuses new ones.
 func TestOutageIsWaiting(t *testing.T) {
 	t.Parallel()
-	check := func(t *testing.T, c *acemq.Conn, q string, cut, restore func(), rabbit bool) {
+	check := func(t *testing.T, c *acemq.Conn, q, ordQ string, cut, restore func(), rabbit bool) {
 		cons, err := acemq.NewConsumer(c, q, nop[OrderPlaced], acemq.Nonessential())
 		require.NoError(t, err)
 		essential, err := acemq.NewConsumer(c, q+".2", nop[OrderPlaced])
 		require.NoError(t, err)
+		ordered, err := acemq.NewConsumer(c, ordQ, nop[Step], acemq.Ordered(acemq.OrderPolicy{Partitions: 2}))
+		require.NoError(t, err)
 		run(t, cons)
 		run(t, essential)
+		run(t, ordered)
 		stateIs(t, c, q, acemq.StateConsuming)
 		stateIs(t, c, q+".2", acemq.StateConsuming)
+		eventually(t, "the ordered consumer to hold its partitions", func() bool { return len(ordered.Partitions()) == 2 })
+		stateIs(t, c, ordQ, acemq.StateConsuming)
 		require.NoError(t, c.Health(ctxT(t)))
 
 		cutAt := time.Now().Add(-time.Second)
@@ -287,6 +293,11 @@ func TestOutageIsWaiting(t *testing.T) {
 		h := stateIs(t, c, q, acemq.StateWaiting)
 		require.ErrorIs(t, h.Err, acemq.ErrUnavailable)
 		assert.True(t, h.Since.After(cutAt), "waiting since %v, cut at %v", h.Since, cutAt)
+		h2 := stateIs(t, c, q+".2", acemq.StateWaiting)
+		require.ErrorIs(t, h2.Err, acemq.ErrUnavailable)
+		ho := stateIs(t, c, ordQ, acemq.StateWaiting)
+		require.ErrorIs(t, ho.Err, acemq.ErrUnavailable)
+		t.Logf("the ordered consumer's Err: %v (partitions %v)", ho.Err, ho.Partitions)
 		report := c.HealthReport(ctxT(t))
 		require.ErrorIs(t, report.Connection, acemq.ErrUnavailable)
 		health := c.Health(ctxT(t))
@@ -298,12 +309,18 @@ func TestOutageIsWaiting(t *testing.T) {
 			// One truth: the transport's Health line for the consumer is
 			// the consumer's Err.
 			assert.Contains(t, report.Connection.Error(), h.Err.Error())
-			assert.Equal(t, 1, strings.Count(health.Error(), h.Err.Error()), "Health says it once")
+			for _, w := range []acemq.ConsumerHealth{h, h2} {
+				assert.Equal(t, 1, strings.Count(health.Error(), w.Err.Error()), "Health says it once: %v", w.Err)
+			}
+		} else {
+			assert.NotContains(t, health.Error(), h2.Err.Error(), "Connection says it; the consumer's Err is left out")
 		}
 
 		restore()
 		stateIs(t, c, q, acemq.StateConsuming)
 		stateIs(t, c, q+".2", acemq.StateConsuming)
+		eventually(t, "the ordered consumer to hold its partitions again", func() bool { return len(ordered.Partitions()) == 2 })
+		stateIs(t, c, ordQ, acemq.StateConsuming)
 		eventually(t, "Health to be nil again", func() bool { return c.Health(ctxT(t)) == nil })
 	}
 	t.Run("memory", func(t *testing.T) {
@@ -311,7 +328,7 @@ func TestOutageIsWaiting(t *testing.T) {
 		tr := &outageTransport{Transport: memory.NewBroker().Connect()}
 		c := connectURL(t, "memory://", acemq.WithTransport(tr))
 		q := acemqtestQueue(t)
-		check(t, c, q, func() { tr.setDown(true) }, func() { tr.setDown(false) }, false)
+		check(t, c, q, q+".ordered", func() { tr.setDown(true) }, func() { tr.setDown(false) }, false)
 	})
 	t.Run("rabbitmq", func(t *testing.T) {
 		t.Parallel()
@@ -321,6 +338,6 @@ func TestOutageIsWaiting(t *testing.T) {
 		q := consumerQueue(t, url, fastRetry)
 		consumerQueue2 := q + ".2"
 		acemqtest.DeleteQueuesAfter(t, url, consumerQueue2, acemq.RetryQueue(consumerQueue2, fastRetry.Delays[0]), acemq.RetryQueue(consumerQueue2, fastRetry.Delays[1]))
-		check(t, c, q, func() { p.freeze(); p.cut() }, p.thaw, true)
+		check(t, c, q, orderedQueue(t, url, 2), func() { p.freeze(); p.cut() }, p.thaw, true)
 	})
 }
