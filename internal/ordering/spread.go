@@ -275,9 +275,12 @@ func (s *Spreader) Run(ctx context.Context, onChange func(held []int)) error {
 
 // closed reports whether t has been closed: a failure then is what its
 // owner asked for (Conn.Close), not a fault, and is no warning. Both
-// shipped transports say so before they end their leases and consumers.
+// shipped transports say so, without I/O, before they end their leases
+// and consumers; another transport's Health gets a second at most.
 func closed(t transport.Transport) bool {
-	return errors.Is(t.Health(context.Background()), transport.ErrClosed)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return errors.Is(t.Health(ctx), transport.ErrClosed)
 }
 
 // tickBounded runs one tick with a deadline and ends it early when the
