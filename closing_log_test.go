@@ -57,8 +57,9 @@ func (l *levelLog) atLeast(level slog.Level) []string {
 // TestCloseLogsNoWarning (issue 32 item 4): a Close, or a Shutdown whose
 // ctx ends while handlers still run, with a plain consumer whose handlers
 // ask for a retry once their ctx ends (the move then fails: the Conn is
-// closing) and an ordered consumer holding its slot, logs nothing at Warn
-// or above. What the caller asked for is not a warning; the same lines
+// closing) and an ordered consumer holding its slots, whose handlers ask
+// for a retry in place and a rejection (its move fails too), logs nothing
+// at Warn or above. What the caller asked for is not a warning; the same lines
 // stay at Debug.
 func TestCloseLogsNoWarning(t *testing.T) {
 	t.Parallel()
@@ -86,17 +87,23 @@ func TestCloseLogsNoWarning(t *testing.T) {
 				ordQ := orderedQueue(t, url, 2)
 
 				running := make(chan string, 16)
-				wait := func(ctx context.Context, what string) acemq.Ack {
+				wait := func(ctx context.Context, what string) {
 					running <- what
 					<-ctx.Done()
-					return acemq.Retry(ctx.Err())
 				}
 				plain, err := acemq.NewConsumer(c, plainQ, func(ctx context.Context, _ *acemq.Message[OrderPlaced]) acemq.Ack {
-					return wait(ctx, "plain")
+					wait(ctx, "plain")
+					return acemq.Retry(ctx.Err())
 				}, acemq.Concurrency(2))
 				require.NoError(t, err)
-				ordered, err := acemq.NewConsumer(c, ordQ, func(ctx context.Context, _ *acemq.Message[Step]) acemq.Ack {
-					return wait(ctx, "ordered")
+				// One ordered handler asks for a retry (in place), the other
+				// rejects (a move to .dlq, which fails: the Conn is closing).
+				ordered, err := acemq.NewConsumer(c, ordQ, func(ctx context.Context, m *acemq.Message[Step]) acemq.Ack {
+					wait(ctx, "ordered")
+					if m.Payload.Key == "a" {
+						return acemq.Retry(ctx.Err())
+					}
+					return acemq.Reject(ctx.Err())
 				}, acemq.Ordered(acemq.OrderPolicy{Partitions: 2}), acemq.Concurrency(2))
 				require.NoError(t, err)
 				runs := startRuns(t, plain, ordered)
@@ -107,7 +114,7 @@ func TestCloseLogsNoWarning(t *testing.T) {
 				}
 				publishAll(t, c, []transport.Message{keyed(t, ordQ, Step{Key: "a"}), keyed(t, ordQ, Step{Key: "b"})})
 				seen := map[string]int{}
-				for seen["plain"] < 2 || seen["ordered"] < 1 {
+				for seen["plain"] < 2 || seen["ordered"] < 2 {
 					select {
 					case what := <-running:
 						seen[what]++
