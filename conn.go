@@ -38,7 +38,9 @@ type Conn struct {
 	consumers sync.WaitGroup // running Consumer.Run calls
 	consMu    sync.Mutex     // guards consumers.Add against Close's Wait
 	runMu     sync.Mutex
-	running   map[*engine]struct{} // the engines whose Run runs, for Health and the paused gauge
+	running   map[*engine]struct{} // the engines whose Run runs, for the paused gauge
+	engines   map[*engine]struct{} // every engine made on the Conn, for HealthReport
+	made      uint64               // engines registered so far; guarded by runMu
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -55,6 +57,7 @@ type capabilities struct {
 	batch    transport.BatchPublisher   // SendAll, pipelined
 	fencer   transport.Fencer           // Ordered: Message.Fence
 	liveness transport.Liveness         // Ordered: the watchdog
+	subs     transport.Subscriptions    // HealthReport: waiting or consuming
 }
 
 func capabilitiesOf(t transport.Transport) capabilities {
@@ -64,6 +67,7 @@ func capabilitiesOf(t transport.Transport) capabilities {
 	c.batch, _ = t.(transport.BatchPublisher)
 	c.fencer, _ = t.(transport.Fencer)
 	c.liveness, _ = t.(transport.Liveness)
+	c.subs, _ = t.(transport.Subscriptions)
 	return c
 }
 
@@ -73,7 +77,8 @@ func newConn(cfg connConfig) (*Conn, error) {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
-	c := &Conn{t: cfg.transport, caps: capabilitiesOf(cfg.transport), cfg: cfg, metrics: m, running: make(map[*engine]struct{})}
+	c := &Conn{t: cfg.transport, caps: capabilitiesOf(cfg.transport), cfg: cfg, metrics: m,
+		running: make(map[*engine]struct{}), engines: make(map[*engine]struct{})}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
 	if err := m.observePaused(c.pausedByQueue); err != nil {
@@ -272,13 +277,41 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 // consumer is consuming; otherwise an error saying what is down and since
 // when, which wraps a sentinel per problem: ErrUnavailable for the
 // connection (down, blocked by the broker, or a consumer's subscription
-// lost), ErrPaused for a running Consumer or Router paused by Pause
-// (`consumer of "orders" paused by Pause since T`), ErrTripped for one its
-// kill switch paused (`consumer of "orders" paused by the kill switch since
-// T after N failures in W`, then when it probes next), and ErrClosed after
-// Close. HealthReport gives the same per connection and per consumer.
+// lost: the consumer is then waiting), ErrPaused for a running Consumer or
+// Router paused by Pause (`consumer of "orders" paused by Pause since T`),
+// ErrTripped for one its kill switch paused (`consumer of "orders" paused
+// by the kill switch since T after N failures in W`, then when it probes
+// next), ErrFaulted for a Consumer or Router whose Run returned an error,
+// or a Router with an invalid route, from then on (running or not), and
+// ErrClosed after Close. A consumer made but not run yet, or whose Run
+// returned nil, is no error; nor is anything of a Nonessential one.
+// HealthReport gives the same per connection and per consumer.
 func (c *Conn) Health(ctx context.Context) error {
 	return c.HealthReport(ctx).Err()
+}
+
+// register adds e to the engines HealthReport reports, until the Conn
+// closes, as starting since now.
+func (c *Conn) register(e *engine) {
+	e.setState(StateStarting, nil)
+	c.runMu.Lock()
+	c.made++
+	e.seq = c.made
+	c.engines[e] = struct{}{}
+	c.runMu.Unlock()
+}
+
+// registeredEngines returns every engine made on the Conn, by queue and
+// then by kind.
+func (c *Conn) registeredEngines() []*engine {
+	c.runMu.Lock()
+	es := make([]*engine, 0, len(c.engines))
+	for e := range c.engines {
+		es = append(es, e)
+	}
+	c.runMu.Unlock()
+	sortEngines(es)
+	return es
 }
 
 // addRunning and removeRunning keep the set of engines whose Run runs.
@@ -302,10 +335,14 @@ func (c *Conn) runningEngines() []*engine {
 		es = append(es, e)
 	}
 	c.runMu.Unlock()
-	slices.SortFunc(es, func(a, b *engine) int {
-		return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.who, b.who))
-	})
+	sortEngines(es)
 	return es
+}
+
+func sortEngines(es []*engine) {
+	slices.SortFunc(es, func(a, b *engine) int {
+		return cmp.Or(cmp.Compare(a.queue, b.queue), cmp.Compare(a.who, b.who), cmp.Compare(a.seq, b.seq))
+	})
 }
 
 // pausedByQueue counts, for each queue a running engine consumes, how many

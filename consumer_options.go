@@ -26,6 +26,8 @@ type consumerConfig struct {
 	killSwitch  *KillSwitchPolicy
 	order       *OrderPolicy
 	batch       *batchConfig // NewBatchConsumer's; nil for the others
+	// nonessential keeps the consumer's state out of Health's error.
+	nonessential bool
 	// errs are the options' complaints, without a prefix: newEngine
 	// returns them joined under "acemq: consumer of "q": ".
 	errs []error
@@ -161,4 +163,16 @@ func AcceptTypes(names ...string) ConsumerOption {
 			c.accept = append(c.accept, n)
 		}
 	})
+}
+
+// Nonessential makes the consumer (or router) one whose trouble does not
+// fail Conn.Health: while it is faulted, paused, tripped or waiting it is
+// in HealthReport as usual, with its Err and Nonessential set, but
+// HealthReport.Err (and so Health) leaves it out. Give it to a consumer
+// the service can serve without, a cache warmer, an audit trail, so that a
+// readiness probe built on Health does not take the service out of
+// rotation for it. The connection's own error stays in Health: a broker
+// that is down is down for every consumer.
+func Nonessential() ConsumerOption {
+	return consumerOptionFunc(func(c *consumerConfig) { c.nonessential = true })
 }

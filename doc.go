@@ -105,11 +105,16 @@
 // # Health
 //
 // [Conn.Health] is nil while the connection is up and no consumer is
-// paused; otherwise its error wraps [ErrUnavailable] (the transport's
-// trouble), [ErrPaused] (Pause) or [ErrTripped] (the kill switch) and
-// names the queue. [Conn.HealthReport] breaks it down: the connection, and
-// one [ConsumerHealth] per running Consumer, batch consumer or Router, with
-// its state and since when, for readiness probes.
+// paused, waiting or faulted; otherwise its error wraps [ErrUnavailable]
+// (the transport's trouble: a consumer whose subscription is down is
+// waiting), [ErrPaused] (Pause), [ErrTripped] (the kill switch) or
+// [ErrFaulted] (a Run that returned an error, a Router with an invalid
+// route) and names the queue. [Conn.HealthReport] breaks it down: the
+// connection, and one [ConsumerHealth] per Consumer, batch consumer or
+// Router made on the Conn, from its constructor until the Conn closes,
+// with its state (starting, consuming, waiting, paused, tripped, faulted,
+// stopped), since when, and an ordered one's partitions. A [Nonessential]
+// consumer is in the report but not in Health.
 //
 // # Interceptors and middleware
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,8 @@ type engine struct {
 	running      atomic.Bool
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
+	life         lifecycle    // starting, running, faulted or stopped, for HealthReport
+	seq          uint64       // its place among the Conn's engines (Conn.register)
 
 	mode deliveryMode // plain, batch or ordered: topology, ladder, subscription
 
@@ -99,6 +102,7 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption, batch batchSer
 			return e, err
 		}
 	}
+	c.register(e)
 	return e, nil
 }
 
@@ -147,12 +151,26 @@ func (e *engine) checkLadder(ctx context.Context) error {
 
 // run consumes until ctx ends; see Consumer.Run. setup, when given, runs
 // first, once the engine is known not to be running already: the Router
-// builds its routing table there.
+// builds its routing table there. What it returns is the engine's state
+// from then on: stopped after nil or a Conn that stopped it (ErrClosed),
+// faulted after an error.
 func (e *engine) run(ctx context.Context, setup func() error) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("acemq: the %s of %q is already running", e.who, e.queue)
 	}
 	defer e.running.Store(false)
+	e.setState(StateStarting, nil)
+	err := e.runOnce(ctx, setup)
+	if err == nil || errors.Is(err, ErrClosed) && e.conn.stopping.Err() != nil {
+		e.setState(StateStopped, nil)
+	} else {
+		e.setState(StateFaulted, err)
+	}
+	return err
+}
+
+// runOnce is run, once the engine is known not to be running already.
+func (e *engine) runOnce(ctx context.Context, setup func() error) error {
 	if setup != nil {
 		if err := setup(); err != nil {
 			return err
@@ -180,6 +198,7 @@ func (e *engine) run(ctx context.Context, setup func() error) error {
 	defer context.AfterFunc(e.conn.closing, abort)()
 
 	e.startRun()
+	e.setState(StateConsuming, nil)
 	e.conn.addRunning(e)
 	defer e.conn.removeRunning(e)
 	var err error
@@ -232,6 +251,17 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 		consumeCtx: consumeCtx, stopCtx: stopCtx, takeCtx: takeCtx, handlerCtx: handlerCtx,
 		stopTaking: stopTaking, probe: m == modeProbe,
 	})
+}
+
+// failureLevel is the level to log a failure in a handler's ctx at: Warn,
+// or Debug once the Conn is closing (Close began, so the handlers' ctx
+// ends and publishes fail) or ctx has ended, when the failure is what the
+// caller asked for.
+func (e *engine) failureLevel(ctx context.Context) slog.Level {
+	if ctx.Err() != nil || e.conn.closing.Err() != nil {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // job is a delivery for a worker, and whether to handle it (or put it

@@ -68,4 +68,11 @@ var (
 	// is not consuming. The transport's error, wrapped, says which and
 	// since when.
 	ErrUnavailable = errors.New("acemq: the broker is unavailable")
+	// ErrFaulted reports a Consumer or Router that cannot consume until
+	// someone fixes it: its Run returned an error (its queue is missing,
+	// say), or, for a Router, a route is invalid (a type routed twice) or
+	// NewRouter failed. The error wrapping it wraps the cause too and says
+	// since when. It does not wrap ErrUnavailable: the fault is this
+	// process's consumer, not the broker, and a probe can tell them apart.
+	ErrFaulted = errors.New("acemq: the consumer is faulted")
 )

@@ -13,14 +13,16 @@ import (
 )
 
 // probes are a service's readiness and liveness handlers. Readiness fails
-// only when the broker is unavailable: a consumer paused on purpose, or by
-// its kill switch while a database is down, is no reason to take the pod
-// out of service. Liveness fails only once the Conn is closed.
+// when the broker is unavailable or a consumer is faulted (its Run
+// returned an error, or a Router has an invalid route): either way nothing
+// consumes its queue. A consumer paused on purpose, or by its kill switch
+// while a database is down, is no reason to take the pod out of service.
+// Liveness fails only once the Conn is closed.
 func probes(mq *acemq.Conn) (ready, live http.HandlerFunc) {
 	ready = func(w http.ResponseWriter, r *http.Request) {
 		err := mq.Health(r.Context())
 		switch {
-		case errors.Is(err, acemq.ErrUnavailable), errors.Is(err, acemq.ErrClosed):
+		case errors.Is(err, acemq.ErrUnavailable), errors.Is(err, acemq.ErrFaulted), errors.Is(err, acemq.ErrClosed):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case err != nil: // paused or tripped: ready, and says so
 			fmt.Fprintln(w, "ready; degraded:", err)
@@ -38,8 +40,22 @@ func probes(mq *acemq.Conn) (ready, live http.HandlerFunc) {
 	return ready, live
 }
 
-// A paused consumer shows in Health as ErrPaused, and in HealthReport with
-// its state; the readiness probe stays ready, the broker being fine.
+// stateOf is the state of the consumer of queue in mq's HealthReport.
+func stateOf(mq *acemq.Conn, queue string) acemq.ConsumerState {
+	for _, c := range mq.HealthReport(context.Background()).Consumers {
+		if c.Queue == queue {
+			return c.State
+		}
+	}
+	return ""
+}
+
+// Every consumer is in HealthReport from its constructor until the Conn
+// closes, with its state: starting, consuming, paused (or tripped, by its
+// kill switch), stopped once its Run returned, faulted when it cannot
+// consume. A paused consumer shows in Health as ErrPaused and the
+// readiness probe stays ready; a faulted one fails it, unless it is
+// Nonessential.
 func ExampleConn_HealthReport() {
 	ctx := context.Background()
 	mq, err := acemq.Connect(ctx, "memory://example-health")
@@ -47,12 +63,30 @@ func ExampleConn_HealthReport() {
 		log.Fatal(err)
 	}
 	defer mq.Close()
-	orders, err := acemq.NewConsumer(mq, "orders", func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack {
-		return acemq.Done()
-	})
+	handle := func(context.Context, *acemq.Message[OrderPlaced]) acemq.Ack { return acemq.Done() }
+	orders, err := acemq.NewConsumer(mq, "orders", handle)
 	if err != nil {
 		log.Fatal(err)
 	}
+	// A router the service can do without, whose type is routed twice by
+	// mistake: faulted from the second Route on (which logs it at Error).
+	audit := acemq.NewRouter(mq, "audit", acemq.Nonessential())
+	acemq.Route(audit, handle)
+	acemq.Route(audit, handle)
+	show := func() {
+		for _, c := range mq.HealthReport(ctx).Consumers {
+			fmt.Println(" ", c.Kind, c.Queue, c.State, "nonessential:", c.Nonessential)
+		}
+	}
+	ready, live := probes(mq)
+	probe := func(h http.HandlerFunc, path string) int {
+		w := httptest.NewRecorder()
+		h(w, httptest.NewRequest("GET", path, nil))
+		return w.Code
+	}
+	fmt.Println("made:")
+	show()
+
 	orders.Pause() // an operator's deliberate pause
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -60,33 +94,46 @@ func ExampleConn_HealthReport() {
 	for !errors.Is(mq.Health(ctx), acemq.ErrPaused) { // until Run is running
 		time.Sleep(time.Millisecond)
 	}
-
 	err = mq.Health(ctx)
-	fmt.Println("paused:", errors.Is(err, acemq.ErrPaused), "tripped:", errors.Is(err, acemq.ErrTripped),
+	fmt.Println("paused:", errors.Is(err, acemq.ErrPaused), "faulted:", errors.Is(err, acemq.ErrFaulted),
 		"unavailable:", errors.Is(err, acemq.ErrUnavailable))
-	report := mq.HealthReport(ctx)
-	fmt.Println("connection:", report.Connection)
-	for _, c := range report.Consumers {
-		fmt.Println(c.Kind, c.Queue, c.State)
+	fmt.Println("ready", probe(ready, "/ready"))
+	orders.Resume()
+	for stateOf(mq, "orders") != acemq.StateConsuming { // until it subscribed again
+		time.Sleep(time.Millisecond)
 	}
-	ready, live := probes(mq)
-	w := httptest.NewRecorder()
-	ready(w, httptest.NewRequest("GET", "/ready", nil))
-	fmt.Println("ready", w.Code)
+	fmt.Println("resumed:")
+	show()
+
 	stop()
 	if err := <-done; err != nil {
 		log.Fatal(err)
 	}
+	// An essential router with the same mistake takes the pod out.
+	billing := acemq.NewRouter(mq, "billing")
+	acemq.Route(billing, handle)
+	acemq.Route(billing, handle)
+	fmt.Println("stopped, and a faulted router:")
+	show()
+	fmt.Println("faulted:", errors.Is(mq.Health(ctx), acemq.ErrFaulted), "ready", probe(ready, "/ready"), "live", probe(live, "/live"))
+
 	if err := mq.Close(); err != nil {
 		log.Fatal(err)
 	}
-	w = httptest.NewRecorder()
-	live(w, httptest.NewRequest("GET", "/live", nil))
-	fmt.Println("live after Close:", w.Code)
+	fmt.Println("live after Close:", probe(live, "/live"))
 	// Output:
-	// paused: true tripped: false unavailable: false
-	// connection: <nil>
-	// consumer orders paused
+	// made:
+	//   router audit faulted nonessential: true
+	//   consumer orders starting nonessential: false
+	// paused: true faulted: false unavailable: false
 	// ready 200
+	// resumed:
+	//   router audit faulted nonessential: true
+	//   consumer orders consuming nonessential: false
+	// stopped, and a faulted router:
+	//   router audit faulted nonessential: true
+	//   router billing faulted nonessential: false
+	//   consumer orders stopped nonessential: false
+	// faulted: true ready 503 live 200
 	// live after Close: 503
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -44,17 +45,39 @@ type routeConfig struct {
 // error while it still fails: a Router built while the broker was down or
 // refused the queue works once that is fixed. Add handlers with Route, then
 // start it with Run.
+//
+// NewRouter returns no error, so the Router is in Conn.HealthReport from
+// here on, as a Consumer is: faulted (and failing Health) while an option
+// is invalid or, until a Run declares them, its queues are not declared;
+// faulted for good once Route is given an invalid route.
 func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
 	e, err := newEngine(c, queue, "router", opts, nil)
-	if e != nil && err != nil {
+	switch {
+	case e != nil && err != nil:
+		c.register(e)
+		e.setState(StateFaulted, err)
 		return &Router{e: e, undeclared: true}
+	case err != nil && c != nil && queue != "" && !errors.Is(err, ErrClosed):
+		// An engine that never runs, so that the report shows the error.
+		bare := &engine{conn: c, queue: queue, who: "router"}
+		for _, o := range opts {
+			if o != nil {
+				o.applyConsumer(&bare.cfg)
+			}
+		}
+		c.register(bare)
+		bare.setFault(err)
+		return &Router{e: bare, err: err}
 	}
 	return &Router{e: e, err: err}
 }
 
 // Route makes h the handler of r's messages of T's type name, or of the name
-// TypeName gives. Each type may be routed once; routing one twice makes Run
-// fail. Routes added while Run runs take effect at the next Run.
+// TypeName gives. Routes added while Run runs take effect at the next Run.
+// Each type may be routed once. A route that is invalid (a type routed
+// twice, a nil handler, an empty TypeName) is found here: it is logged at
+// Error, the Router is faulted in Conn.HealthReport from now on (and Health
+// fails), and every Run returns the error.
 func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
 	if r == nil {
 		return
@@ -73,8 +96,16 @@ func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
 		nr.err = fmt.Errorf("a route of %s was given an empty TypeName", typeName[T]())
 	}
 	r.mu.Lock()
+	if nr.err == nil && slices.ContainsFunc(r.routes, func(o namedRoute) bool { return o.err == nil && o.name == nr.name }) {
+		nr.err = fmt.Errorf("type %q is routed twice", nr.name)
+	}
 	r.routes = append(r.routes, nr)
 	r.mu.Unlock()
+	if nr.err != nil && r.e != nil {
+		err := fmt.Errorf("acemq: router of %q: %w", r.e.queue, nr.err)
+		r.e.setFault(err)
+		r.e.conn.cfg.logger.Error("acemq: the router was given an invalid route; its Run fails", "queue", r.e.queue, "error", err)
+	}
 }
 
 // Run consumes until ctx ends, exactly as Consumer.Run does. It fails at
@@ -111,7 +142,7 @@ func (r *Router) Run(ctx context.Context) error {
 // as Consumer.Pause does. It does nothing to a nil Router or one whose
 // options were invalid (whose Run fails).
 func (r *Router) Pause() {
-	if r != nil && r.e != nil {
+	if r != nil && r.e != nil && r.err == nil {
 		r.e.pauseNow()
 	}
 }
@@ -132,12 +163,8 @@ func (r *Router) table() (map[string]route, error) {
 	table := make(map[string]route, len(r.routes))
 	var errs []error
 	for _, nr := range r.routes {
-		if nr.err != nil {
+		if nr.err != nil { // Route found it, and faulted the router
 			errs = append(errs, nr.err)
-			continue
-		}
-		if _, dup := table[nr.name]; dup {
-			errs = append(errs, fmt.Errorf("type %q is routed twice", nr.name))
 			continue
 		}
 		table[nr.name] = nr.r

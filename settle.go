@@ -53,7 +53,7 @@ func (plainFate) begin(*Envelope) {}
 func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if err := e.move(ctx, d, env, v); err != nil {
 		pause := e.moveBackoff(true)
-		e.conn.cfg.logger.Warn("acemq: moving a delivery failed; it goes back to its queue",
+		e.conn.cfg.logger.Log(ctx, e.failureLevel(ctx), "acemq: moving a delivery failed; it goes back to its queue",
 			"queue", e.queue, "id", env.ID, "outcome", string(v.outcome), "retry_in", pause, "error", err)
 		ordering.Sleep(ctx, pause)
 		_ = d.Nack(true)

@@ -31,11 +31,14 @@
 //
 // Besides [BatchPublisher], a transport may implement [Leaser] and
 // [HandOverConsumer] (what ordered consumers are built from), [Fencer]
-// (fencing tokens the broker keeps) and [Liveness] (when the transport last
-// heard its broker, by the process's own monotonic clock). Both shipped
-// transports implement Leaser, HandOverConsumer and Fencer; only
-// transport/rabbitmq implements Liveness: an in-process broker cannot go
-// silent, so a transport without it is never taken to be cut off.
+// (fencing tokens the broker keeps), [Liveness] (when the transport last
+// heard its broker, by the process's own monotonic clock) and
+// [Subscriptions] (whether the consumers of a queue are subscribed, queue
+// by queue). Both shipped transports implement Leaser, HandOverConsumer,
+// Fencer and Subscriptions; only transport/rabbitmq implements Liveness:
+// an in-process broker cannot go silent, so a transport without it is
+// never taken to be cut off. A transport without Subscriptions has its
+// consumers taken to be consuming while they run.
 package transport
 
 import (
@@ -349,4 +352,29 @@ type Liveness interface {
 	// closed the connection as dead (leases and subscriptions with it).
 	// Zero means the broker never does (no heartbeat).
 	Timeout() time.Duration
+}
+
+// Subscriptions is what a Transport adds to say, queue by queue, what its
+// Health says of its consumers as a whole: whether the running Consume and
+// ConsumeHandOver calls of a queue are subscribed, or wait (for the
+// connection to come back, say). The engine reports with it which of its
+// consumers consume and which wait, in the same terms as Health.
+type Subscriptions interface {
+	// Subscription reports how the running Consume and ConsumeHandOver
+	// calls of queue stand, or false when none runs. It does no I/O.
+	Subscription(queue string) (Subscription, bool)
+}
+
+// Subscription is how the running consumers of one queue stand (see
+// [Subscriptions]).
+type Subscription struct {
+	// Consuming is true while every one of them is subscribed.
+	Consuming bool
+	// Since is when that last changed: while consuming, when the last of
+	// them subscribed; otherwise since when the first of those that are
+	// not has not been.
+	Since time.Time
+	// Err is nil while consuming; otherwise it says why one is not, as the
+	// transport's Health does.
+	Err error
 }

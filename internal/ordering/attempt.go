@@ -3,6 +3,7 @@ package ordering
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/acemq/acemq/transport"
@@ -109,7 +110,11 @@ func (o *Run) retrying(ctx context.Context, it *Attempt, what string, step func(
 			return nil
 		}
 		pause := o.host.Backoff(true)
-		o.cfg.logger().Warn("acemq: settling a delivery of an ordered queue failed; trying again",
+		level := slog.LevelWarn
+		if ctx.Err() != nil || closed(o.cfg.T) {
+			level = slog.LevelDebug // the Conn closes (or the partition was lost): as asked, or said elsewhere
+		}
+		o.cfg.logger().Log(ctx, level, "acemq: settling a delivery of an ordered queue failed; trying again",
 			"queue", o.cfg.Queue, "partition", it.p.i, "step", what, "retry_in", pause, "error", err)
 		if o.stopped(it.p) || ctx.Err() != nil {
 			return err

@@ -314,7 +314,7 @@ func (o *Run) takeFence(p *partition) bool {
 		var err error
 		n, err = o.cfg.Fencer.Fence(p.ctx, FenceCounter(o.cfg.Queue))
 		if err != nil {
-			if p.ctx.Err() == nil {
+			if p.ctx.Err() == nil && !closed(o.cfg.T) {
 				o.cfg.logger().Warn("acemq: taking a partition's fencing token failed; its subscription is tried again",
 					"queue", o.cfg.Queue, "partition", p.i, "error", err)
 			}
@@ -496,7 +496,7 @@ func (o *Run) loadRegistry(p *partition) bool {
 		if err == nil {
 			return true
 		}
-		if p.ctx.Err() != nil {
+		if p.ctx.Err() != nil || closed(o.cfg.T) {
 			return false
 		}
 		o.cfg.logger().Warn("acemq: reading the blocked keys failed; the partition waits",
@@ -557,7 +557,9 @@ func (o *Run) stop(p *partition) {
 	}
 }
 
-// work is a worker: it starts ready deliveries until the run closes.
+// work is a worker: it starts ready deliveries until the run closes, and
+// none once the subscription stopped taking or the handlers' context ended
+// (Conn.Close): those it gives back.
 func (o *Run) work() {
 	for {
 		o.mu.Lock()
@@ -572,6 +574,15 @@ func (o *Run) work() {
 		o.ready[0] = nil
 		o.ready = o.ready[1:]
 		it.state = itemRunning
+		if o.handlerCtx.Err() != nil || o.runCtx.Err() != nil {
+			// The subscription stopped taking (Run's ctx, a pause) or the
+			// Conn closes: nothing more starts. The delivery goes back, as
+			// stop gives back the rest of its partition.
+			o.mu.Unlock()
+			o.giveBack(it)
+			o.finish(it)
+			continue
+		}
 		o.started++
 		endProbe := o.probe > 0 && o.started == o.probe
 		o.mu.Unlock()

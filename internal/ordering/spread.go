@@ -244,8 +244,15 @@ func (s *Spreader) Run(ctx context.Context, onChange func(held []int)) error {
 		case err := <-fatal:
 			return err
 		case <-lost:
-			s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
-				"queue", s.queue, "slot", st.j)
+			if ctx.Err() != nil || closed(s.t) {
+				// Run's ctx ended, or the Conn closed its transport: the
+				// lease went with what the owner asked for.
+				s.log.Debug("acemq: ordered queue's slot ended with its connection, which is closing",
+					"queue", s.queue, "slot", st.j)
+			} else {
+				s.log.Warn("acemq: ordered queue lost its slot (the connection is gone); it holds no partition until it takes one again",
+					"queue", s.queue, "slot", st.j)
+			}
 			if s.OnLost != nil {
 				s.OnLost()
 			}
@@ -264,6 +271,16 @@ func (s *Spreader) Run(ctx context.Context, onChange func(held []int)) error {
 		cur = change(cur, s.compute(st), onChange)
 		timer.Reset(s.next(st))
 	}
+}
+
+// closed reports whether t has been closed: a failure then is what its
+// owner asked for (Conn.Close), not a fault, and is no warning. Both
+// shipped transports say so, without I/O, before they end their leases
+// and consumers; another transport's Health gets a second at most.
+func closed(t transport.Transport) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return errors.Is(t.Health(ctx), transport.ErrClosed)
 }
 
 // tickBounded runs one tick with a deadline and ends it early when the
@@ -509,8 +526,14 @@ func (s *Spreader) member(ctx context.Context, fatal chan<- error) {
 func (s *Spreader) release(ctx context.Context, st *slotState) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	// Once the transport is closed (Conn.Close), its connection and the
+	// slots with it are gone as the owner asked: no warning.
+	level := slog.LevelWarn
+	if closed(s.t) {
+		level = slog.LevelDebug
+	}
 	if err := s.cleanStale(rctx, st); err == nil && len(st.stale) > 0 {
-		s.log.Warn("acemq: ordered queue could not release slots it may hold; they end with its connection",
+		s.log.Log(rctx, level, "acemq: ordered queue could not release slots it may hold; they end with its connection",
 			"queue", s.queue, "slots", st.stale)
 	}
 	st.stale = nil
@@ -518,7 +541,10 @@ func (s *Spreader) release(ctx context.Context, st *slotState) {
 		return
 	}
 	if err := st.lease.Release(rctx); err != nil && !errors.Is(err, transport.ErrClosed) {
-		s.log.Warn("acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "error", err)
+		if closed(s.t) {
+			level = slog.LevelDebug
+		}
+		s.log.Log(rctx, level, "acemq: ordered queue could not release its slot", "queue", s.queue, "slot", st.j, "error", err)
 	}
 	st.lease, st.j = nil, -1
 }

@@ -40,8 +40,9 @@
 // implement transport.HandOverConsumer and transport.Leaser: a lease
 // belongs to the client that took it and ends when that client closes.
 // Fence implements transport.Fencer with counters the broker keeps for as
-// long as it lives. A client does not implement transport.Liveness: an
-// in-process broker is never silent.
+// long as it lives. Subscription implements transport.Subscriptions: a
+// running Consume is always consuming. A client does not implement
+// transport.Liveness: an in-process broker is never silent.
 // Publishes are mandatory and confirmed at once. Queues are FIFO and honour
 // x-message-ttl, x-dead-letter-exchange, x-dead-letter-routing-key and, on
 // quorum queues, x-delivery-limit (20 when not given, as on RabbitMQ 4).

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/acemq/acemq/transport"
 )
+
+var _ transport.Subscriptions = (*Transport)(nil)
 
 // consumer is one running Consume. The queue deals entries into its inbox
 // while it has room under its prefetch; the Consume goroutine hands them to
@@ -25,6 +28,7 @@ type consumer struct {
 	released []uint64 // tags of its deliveries given up with Release
 
 	signal chan struct{} // buffered 1: something changed
+	since  time.Time     // when it subscribed
 }
 
 // hasRoom reports whether c may be dealt one more entry.
@@ -114,7 +118,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 		b.mu.Unlock()
 		return nil
 	}
-	c := &consumer{t: t, q: q, prefetch: prefetch, handOver: handOver, signal: make(chan struct{}, 1)}
+	c := &consumer{t: t, q: q, prefetch: prefetch, handOver: handOver, signal: make(chan struct{}, 1), since: time.Now()}
 	q.consumers = append(q.consumers, c)
 	t.consumers[c] = struct{}{}
 	b.markDirtyLocked(q)
@@ -135,6 +139,25 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 	err := c.run(ctx, handle)
 	finished = true
 	return err
+}
+
+// Subscription reports the running Consume and ConsumeHandOver calls of
+// queue on this client (transport.Subscriptions). An in-process broker
+// never goes away, so each is consuming from its start until it returns,
+// and Since is when the last of them subscribed.
+func (t *Transport) Subscription(queue string) (transport.Subscription, bool) {
+	t.b.mu.Lock()
+	defer t.b.mu.Unlock()
+	sub, ok := transport.Subscription{Consuming: true}, false
+	for c := range t.consumers {
+		if c.q.name == queue {
+			ok = true
+			if c.since.After(sub.Since) {
+				sub.Since = c.since
+			}
+		}
+	}
+	return sub, ok
 }
 
 // run is the delivery loop of Consume.

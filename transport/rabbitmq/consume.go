@@ -75,7 +75,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 		return errClosed(fmt.Sprintf("consume from queue %q", queue))
 	}
 	st := &consumerState{queue: queue}
-	st.set(false, errors.New("starting"))
+	st.set(false, errStarting)
 	t.mu.Lock()
 	t.consumers[st] = struct{}{}
 	t.mu.Unlock()
@@ -131,6 +131,10 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 		}
 	}
 }
+
+// errStarting is why a consumer is not consuming before its first
+// subscription was made or failed.
+var errStarting = errors.New("starting")
 
 // errCancelled is why a consumer stopped when the broker cancelled it
 // (basic.cancel): its queue was deleted, its node went down, or, from

@@ -63,7 +63,8 @@
 // # Reconnection
 //
 // On a loss the transport marks itself down ([Transport.Health] reports it,
-// naming the node lost) and tries the other nodes of the list in turn,
+// naming the node lost, and [Transport.Subscription] reports every
+// consumer of the lost connection not consuming since the loss) and tries the other nodes of the list in turn,
 // forever, with capped exponential backoff and jitter from
 // [Config].MinBackoff to [Config].MaxBackoff, until one accepts or
 // [Transport.Close] is called. It then declares again everything

@@ -23,6 +23,18 @@ func TestHealthDuringAndAfterOutage(t *testing.T) {
 	q := queue(t, tr, "health", nil)
 	c := consume(t, tr, q, 10)
 	eventually(t, 5*time.Second, "healthy with a consumer", func() bool { return tr.Health(ctxT(t)) == nil })
+	if _, ok := tr.Subscription("no-such-consumer"); ok {
+		t.Error("Subscription of a queue nobody consumes reports one")
+	}
+	var up transport.Subscription
+	eventually(t, 5*time.Second, "Subscription to say the consumer consumes", func() bool {
+		var ok bool
+		up, ok = tr.Subscription(q)
+		return ok && up.Consuming && up.Err == nil && !up.Since.IsZero()
+	})
+	if err := tr.Health(ctxT(t)); err != nil {
+		t.Fatalf("Health = %v while Subscription says consuming", err)
+	}
 
 	p.stop()
 	var report string
@@ -36,11 +48,19 @@ func TestHealthDuringAndAfterOutage(t *testing.T) {
 			!strings.Contains(report, "(0 attempts") && strings.Contains(report, "attempt") && strings.Contains(report, `consumer on "`+q+`" not consuming since`)
 	})
 	t.Logf("Health during the outage: %s", report)
+	// The same truth per queue: not consuming, in Health's words.
+	if down, ok := tr.Subscription(q); !ok || down.Consuming || down.Err == nil || !down.Since.After(up.Since) ||
+		!strings.Contains(report, down.Err.Error()) {
+		t.Errorf("Subscription during the outage = %+v, %v; want not consuming since the loss, as Health says", down, ok)
+	}
 	if strings.Contains(report, ":guest@") {
 		t.Errorf("Health shows the password: %s", report)
 	}
 	p.start()
 	eventually(t, 10*time.Second, "Health is nil again", func() bool { return tr.Health(ctxT(t)) == nil })
+	if back, ok := tr.Subscription(q); !ok || !back.Consuming || !back.Since.After(up.Since) {
+		t.Errorf("Subscription after the outage = %+v, %v; want consuming since it resumed", back, ok)
+	}
 	if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: q, MessageID: "after"}); err != nil {
 		t.Fatal(err)
 	}
