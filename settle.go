@@ -301,7 +301,7 @@ func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 	}
 	if v.outcome == OutcomeAcked {
 		if err := d.Ack(); err != nil {
-			e.conn.cfg.logger.Warn("acemq: acking a delivery failed; the broker will deliver it again",
+			e.conn.cfg.logger.Log(ctx, e.failureLevel(ctx), "acemq: acking a delivery failed; the broker will deliver it again",
 				"queue", e.queue, "id", env.ID, "error", err)
 		}
 	} else {
