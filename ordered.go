@@ -154,15 +154,22 @@ func (m *orderedMode) ladder() []string {
 }
 
 // declare checks that the broker has no other partition count for the
-// queue, then declares the ordered topology. A broker without the
-// consistent-hash exchange (transport.ErrMissingPlugin) gets an error that
-// says how to enable it.
+// queue, then declares the ordered topology, both holding the lease
+// {queue}.declare (ordering.LockDeclare), so that instances started at the
+// same moment never check while another one is halfway through declaring.
+// A broker without the consistent-hash exchange
+// (transport.ErrMissingPlugin) gets an error that says how to enable it.
 func (m *orderedMode) declare(ctx context.Context) error {
 	e := m.e
+	lock, err := ordering.LockDeclare(ctx, m.b, e.queue)
+	if err != nil {
+		return fmt.Errorf("acemq: %s of %q: %w", e.who, e.queue, err)
+	}
+	defer lock.Unlock(ctx)
 	if err := m.checkDeclared(ctx); err != nil {
 		return err
 	}
-	err := e.conn.t.Declare(ctx, m.topology()...)
+	err = e.conn.t.Declare(ctx, m.topology()...)
 	switch {
 	case errors.Is(err, transport.ErrMissingPlugin):
 		return fmt.Errorf("acemq: declaring the exchange %q of ordered %s %q: the broker has no x-consistent-hash exchange type; enable the plugin rabbitmq_consistent_hash_exchange (rabbitmq-plugins enable rabbitmq_consistent_hash_exchange): %w",
