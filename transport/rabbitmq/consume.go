@@ -204,11 +204,24 @@ func (t *Transport) startConsumer(ctx context.Context, s *session, queue string,
 		return nil, nil, nil, fmt.Errorf("rabbitmq: consume from queue %q: opening a channel: %w", queue, t.scrub(err))
 	}
 	// The calls below wait for the broker; ctx ending closes the channel
-	// under them so they return.
-	stop := context.AfterFunc(ctx, func() { _ = ch.Close() })
-	defer stop()
+	// under them so they return. Only one call at a time may wait on a
+	// channel (amqp091 would hand one call's reply to the other, and the
+	// loser waits for ever), so once that Close has begun nothing else is
+	// sent on the channel: release waits for it to end instead, and
+	// closes the channel itself otherwise.
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() { defer close(closed); _ = ch.Close() })
+	release := func() (closing bool) {
+		if stop() {
+			return false
+		}
+		<-closed
+		return true
+	}
 	if err := ch.Qos(prefetch, 0, false); err != nil {
-		_ = ch.Close()
+		if !release() {
+			_ = ch.Close()
+		}
 		return nil, nil, nil, classify("consume from", "queue", queue, err)
 	}
 	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
@@ -218,8 +231,15 @@ func (t *Transport) startConsumer(ctx context.Context, s *session, queue string,
 	tag := consumerTag()
 	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
 	if err != nil {
-		_ = ch.Close()
+		if !release() {
+			_ = ch.Close()
+		}
 		return nil, nil, nil, classify("consume from", "queue", queue, err)
+	}
+	if release() {
+		// ctx ended as the subscription was made: the channel closed
+		// under it, and what it was sent goes back to the queue.
+		return nil, nil, nil, fmt.Errorf("rabbitmq: consume from queue %q: %w", queue, context.Cause(ctx))
 	}
 	cc := newConsumerChannel(queue, ch, s, prefetch)
 	cc.tag = tag

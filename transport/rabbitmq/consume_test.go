@@ -197,3 +197,28 @@ func TestConsumeReturnsWhenClosed(t *testing.T) {
 		t.Fatal("Consume did not return after Close")
 	}
 }
+
+// TestConsumeReturnsWhenCtxEndsAsItSubscribes: a ctx that ends while the
+// subscription is being made (the channel closed under Qos or Consume,
+// or just after) never leaves Consume waiting: two calls waiting on one
+// channel at once, a Close and a Cancel, used to take each other's reply.
+func TestConsumeReturnsWhenCtxEndsAsItSubscribes(t *testing.T) {
+	t.Parallel()
+	url := brokerURL(t)
+	tr := dial(t, url, rabbitmq.Config{})
+	q := queue(t, tr, "ctxend", nil)
+	for i := range 150 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%30)*100*time.Microsecond)
+		done := make(chan error, 1)
+		go func() { done <- tr.Consume(ctx, q, 1, func(d transport.Delivery) { _ = d.Nack(true) }) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("round %d: Consume = %v; want nil once ctx ended", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Consume did not return within 10s of its ctx ending", i)
+		}
+		cancel()
+	}
+}
