@@ -197,54 +197,73 @@ func (t *Transport) pause(ctx context.Context, d time.Duration) bool {
 }
 
 // startConsumer opens a channel on s, sets its prefetch and starts
-// consuming queue on it.
+// consuming queue on it. Those calls wait for the broker, so they run on a
+// goroutine of the transport's, and startConsumer returns when ctx ends
+// first; that goroutine then closes the channel once they have returned,
+// and what the broker sent goes back to the queue. (Closing the channel
+// under them instead would put two calls waiting on it at once: amqp091
+// may hand the one's reply to the other, and the loser waits for ever.)
+// The calls themselves end with the connection, as at Close.
 func (t *Transport) startConsumer(ctx context.Context, s *session, queue string, prefetch int) (*consumerChannel, <-chan amqp.Delivery, chan *amqp.Error, error) {
 	ch, err := s.conn.Channel()
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("rabbitmq: consume from queue %q: opening a channel: %w", queue, t.scrub(err))
 	}
-	// The calls below wait for the broker; ctx ending closes the channel
-	// under them so they return. Only one call at a time may wait on a
-	// channel (amqp091 would hand one call's reply to the other, and the
-	// loser waits for ever), so once that Close has begun nothing else is
-	// sent on the channel: release waits for it to end instead, and
-	// closes the channel itself otherwise.
-	closed := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() { defer close(closed); _ = ch.Close() })
-	release := func() (closing bool) {
-		if stop() {
-			return false
-		}
-		<-closed
-		return true
+	if !t.track(1) {
+		_ = ch.Close()
+		return nil, nil, nil, errClosed(fmt.Sprintf("consume from queue %q", queue))
 	}
-	if err := ch.Qos(prefetch, 0, false); err != nil {
-		if !release() {
+	done := make(chan subscribed) // unbuffered: one side only takes the result
+	go func() {
+		defer t.wg.Done()
+		r := subscribe(ch, queue, prefetch)
+		select {
+		case done <- r:
+		case <-ctx.Done():
 			_ = ch.Close()
 		}
-		return nil, nil, nil, classify("consume from", "queue", queue, err)
-	}
-	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
-	// One consumer per channel, so one cancel at most: amqp091 sends it
-	// before closing the deliveries, and waits for room to.
-	cancels := ch.NotifyCancel(make(chan string, 1))
-	tag := consumerTag()
-	deliveries, err := ch.Consume(queue, tag, false, false, false, false, nil)
-	if err != nil {
-		if !release() {
-			_ = ch.Close()
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, nil, nil, classify("consume from", "queue", queue, r.err)
 		}
-		return nil, nil, nil, classify("consume from", "queue", queue, err)
-	}
-	if release() {
-		// ctx ended as the subscription was made: the channel closed
-		// under it, and what it was sent goes back to the queue.
+		cc := newConsumerChannel(queue, ch, s, prefetch)
+		cc.tag = r.tag
+		cc.cancels = r.cancels
+		return cc, r.deliveries, r.closes, nil
+	case <-ctx.Done():
 		return nil, nil, nil, fmt.Errorf("rabbitmq: consume from queue %q: %w", queue, context.Cause(ctx))
 	}
-	cc := newConsumerChannel(queue, ch, s, prefetch)
-	cc.tag = tag
-	cc.cancels = cancels
-	return cc, deliveries, closes, nil
+}
+
+// subscribed is what subscribe made of a channel.
+type subscribed struct {
+	tag        string
+	deliveries <-chan amqp.Delivery
+	closes     chan *amqp.Error
+	cancels    chan string
+	err        error
+}
+
+// subscribe sets ch's prefetch and consumes queue on it; it closes ch when
+// that fails.
+func subscribe(ch *amqp.Channel, queue string, prefetch int) subscribed {
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return subscribed{err: err}
+	}
+	r := subscribed{tag: consumerTag()}
+	r.closes = ch.NotifyClose(make(chan *amqp.Error, 1))
+	// One consumer per channel, so one cancel at most: amqp091 sends it
+	// before closing the deliveries, and waits for room to.
+	r.cancels = ch.NotifyCancel(make(chan string, 1))
+	var err error
+	if r.deliveries, err = ch.Consume(queue, r.tag, false, false, false, false, nil); err != nil {
+		_ = ch.Close()
+		return subscribed{err: err}
+	}
+	return r
 }
 
 func consumerTag() string {
