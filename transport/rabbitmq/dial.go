@@ -300,21 +300,22 @@ func (t *Transport) dialHeard(ctx context.Context, i int) (*amqp.Connection, *he
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {
 			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
+			raw, err := d.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
 			// The handshakes (TLS, AMQP) end with ctx; amqp091 clears the
 			// deadline once the connection is open.
 			if dl, ok := ctx.Deadline(); ok {
-				if err := c.SetDeadline(dl); err != nil {
-					_ = c.Close()
+				if err := raw.SetDeadline(dl); err != nil {
+					_ = raw.Close()
 					return nil, err
 				}
 			}
-			stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			c = h.wrap(c)
-			layered := wire.NewBatchConn(c)
+			// On the socket itself, which nothing reassigns: the func runs
+			// on a goroutine of its own when ctx ends mid-handshake.
+			stop = context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Now()) })
+			layered := wire.NewBatchConn(h.wrap(raw))
 			if tlsCfg != nil {
 				tc := tls.Client(layered, tlsCfg)
 				if err := tc.HandshakeContext(ctx); err != nil {

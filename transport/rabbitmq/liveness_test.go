@@ -1,6 +1,7 @@
 package rabbitmq_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -46,4 +47,32 @@ func TestLivenessThroughAPausedNetwork(t *testing.T) {
 		return time.Since(live.LastHeard()) < live.Timeout() && live.LastHeard().After(paused)
 	})
 	eventually(t, 20*time.Second, "Health is nil again", func() bool { return tr.Health(ctxT(t)) == nil })
+}
+
+// A node that accepts the connection but never answers (a paused network)
+// costs one DialTimeout per attempt: the handshake is cut then, from a
+// goroutine of ctx's, which (the race detector checks) touches only the
+// socket. Dial tries again until its own ctx ends.
+func TestDialTimesOutMidHandshake(t *testing.T) {
+	t.Parallel()
+	url := brokerURL(t)
+	p, err := netproxy.New(hostOf(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	p.Pause()
+	for range 3 {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+		tr, err := rabbitmq.Dial(ctx, withHost(t, url, p.Addr()), rabbitmq.Config{DialTimeout: 200 * time.Millisecond})
+		cancel()
+		if err == nil {
+			_ = tr.Close()
+			t.Fatal("Dial through a paused network succeeded")
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("Dial through a paused network, its ctx ending after 1s, took %v", took)
+		}
+	}
 }
