@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/acemq/acemq/internal/cluster"
+	"github.com/acemq/acemq/internal/fencerun"
 )
 
 // The test cluster: its own node names and ports, distinct from the
@@ -35,6 +36,7 @@ var (
 const askVar = "ACEMQ_CLUSTER_TESTS"
 
 func TestMain(m *testing.M) {
+	fencerun.MaybeChild() // instance A of TestFencingOnTheCluster
 	flag.Parse()
 	if os.Getenv(askVar) != "1" {
 		startErr = fmt.Errorf("the cluster tests start three RabbitMQ nodes of their own and need most of the machine: run them with `make test-cluster` (or %s=1)", askVar)

@@ -13,11 +13,13 @@ import (
 
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/internal/brokerctl"
+	"github.com/acemq/acemq/internal/fencerun"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )
 
 func TestMain(m *testing.M) {
+	fencerun.MaybeChild() // instance A of the fencing experiment
 	goleak.VerifyTestMain(m)
 }
 
