@@ -38,6 +38,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/acemq/acemq"
@@ -132,13 +133,19 @@ type writer struct {
 	checked bool
 }
 
-func (w *writer) note(key string, n int, fence uint64, outcome string) {
+// note logs an outcome, at the database's time: at, the write's own,
+// when given (the process may freeze between the write and its note).
+func (w *writer) note(key string, n int, fence uint64, outcome string, at ...time.Time) {
 	// On a ctx of its own: what happened is kept when the handler's ctx
 	// was cancelled too.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = w.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s_log (writer, key, n, fence, outcome) VALUES ($1, $2, $3, $4, $5)`, w.table),
-		w.who, key, n, int64(fence), outcome)
+	when := any(nil)
+	if len(at) > 0 {
+		when = at[0]
+	}
+	_, _ = w.db.Exec(ctx, fmt.Sprintf(`INSERT INTO %s_log (writer, key, n, fence, outcome, at) VALUES ($1, $2, $3, $4, $5, coalesce($6, clock_timestamp()))`, w.table),
+		w.who, key, n, int64(fence), outcome, when)
 }
 
 func (w *writer) handle(ctx context.Context, m *acemq.Message[step]) acemq.Ack {
@@ -150,16 +157,17 @@ func (w *writer) handle(ctx context.Context, m *acemq.Message[step]) acemq.Ack {
 	if w.checked {
 		q += ` WHERE %[1]s.fence <= EXCLUDED.fence`
 	}
-	tag, err := w.db.Exec(ctx, fmt.Sprintf(q, w.table), s.Key, s.N, int64(fence))
+	var at time.Time
+	err := w.db.QueryRow(ctx, fmt.Sprintf(q+` RETURNING clock_timestamp()`, w.table), s.Key, s.N, int64(fence)).Scan(&at)
 	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		w.note(s.Key, s.N, fence, "refused")
+		return acemq.Retry(fmt.Errorf("key %s: a later holder wrote it: %w", s.Key, acemq.ErrPartitionLost))
 	case err != nil:
 		w.note(s.Key, s.N, fence, "failed")
 		return acemq.Retry(err)
-	case tag.RowsAffected() == 0:
-		w.note(s.Key, s.N, fence, "refused")
-		return acemq.Retry(fmt.Errorf("key %s: a later holder wrote it: %w", s.Key, acemq.ErrPartitionLost))
 	}
-	w.note(s.Key, s.N, fence, "written")
+	w.note(s.Key, s.N, fence, "written", at)
 	return acemq.Done()
 }
 
@@ -502,7 +510,7 @@ func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool)
 
 // Runs runs the experiment n times for each fault and each kind of write,
 // logging each run and the stale final states per run, as subtests named
-// fault/checked and fault/unchecked.
+// fault/checked/runN and fault/unchecked/runN.
 func Runs(t *testing.T, n int, base Setup, faults map[Fault]time.Duration) {
 	for _, fault := range []Fault{Freeze, Partition} {
 		d, ok := faults[fault]
@@ -519,9 +527,13 @@ func Runs(t *testing.T, n int, base Setup, faults map[Fault]time.Duration) {
 				s.Fault, s.For, s.Checked = fault, d, checked
 				var stale []int
 				for i := range n {
-					r := Run(t, s)
-					t.Logf("run %d, %s for %v, heartbeat %v: %v", i+1, fault, d, s.Heartbeat, r)
-					stale = append(stale, r.Stale)
+					// A subtest each, so that each run's instance, queues
+					// and tables are gone before the next one starts.
+					t.Run(fmt.Sprintf("run%d", i+1), func(t *testing.T) {
+						r := Run(t, s)
+						t.Logf("%s for %v, heartbeat %v: %v", fault, d, s.Heartbeat, r)
+						stale = append(stale, r.Stale)
+					})
 				}
 				t.Logf("%s: stale final states per run: %v", name, stale)
 			})
