@@ -81,7 +81,9 @@ type Result struct {
 	Stale    int // keys whose row did not end at their last message
 	InFlight int // A's handlers started and not ended when the fault came
 	// Late counts the outcomes of A's handlers that ended after it ran
-	// again: written, refused (the fence) and failed (their ctx cancelled).
+	// again: written, refused (the fence) and failed (the write returned
+	// an error: the ctx was cancelled; the statement may have been made
+	// before the cancel reached it, as the stale keys' rows show).
 	Late map[string]int
 	// StaleWrites are those of A's late writes made with a fence lower
 	// than one B wrote the key with: a stale holder's writes. (A may take
@@ -481,6 +483,9 @@ func Run(t *testing.T, s Setup) Result {
 	}
 	r.StaleWrites = count(`SELECT count(*) FROM %s_log s WHERE s.writer = 'A' AND s.outcome = 'written' AND s.at >= $1
 		AND s.fence < (SELECT max(e.fence) FROM %s_log e WHERE e.writer = 'B' AND e.key = s.key AND e.outcome = 'written')`, resumedAt)
+	if r.Stale > 0 {
+		explainStale(t, ctx, db, table)
+	}
 	if s.Fault == Freeze && r.InFlight == 0 {
 		t.Errorf("A had no handler in flight when it was frozen: the run tested nothing")
 	}
@@ -493,6 +498,33 @@ func Run(t *testing.T, s Setup) Result {
 		}
 	}
 	return r
+}
+
+// explainStale logs, for each key that ended stale, its row and the log of
+// the writes of its last numbers.
+func explainStale(t *testing.T, ctx context.Context, db *pgxpool.Pool, table string) {
+	t.Helper()
+	rows, err := db.Query(ctx, fmt.Sprintf(`SELECT s.key, s.n, s.fence, l.writer, l.n, l.fence, l.outcome, l.at
+		FROM %[1]s s JOIN %[1]s_log l ON l.key = s.key
+		WHERE s.n <> $1 AND (l.n >= s.n OR l.n >= $1 - 2) ORDER BY s.key, l.at`, table), PerKey)
+	if err != nil {
+		t.Logf("explaining the stale keys: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key, who, outcome string
+			n, ln             int
+			fence, lfence     int64
+			at                time.Time
+		)
+		if err := rows.Scan(&key, &n, &fence, &who, &ln, &lfence, &outcome, &at); err != nil {
+			t.Logf("explaining the stale keys: %v", err)
+			return
+		}
+		t.Logf("stale key %s (ends at %d, fence %d): %s %s %d fence %d at %s", key, n, fence, who, outcome, ln, lfence, at.Format("15:04:05.000000"))
+	}
 }
 
 // waitUntil polls cond every 20ms until it holds, failing the test when
