@@ -270,13 +270,16 @@ func (l *lockedBuffer) String() string {
 }
 
 // start starts this test binary again as instance A. It is stopped
-// (SIGCONT first, then SIGTERM, SIGKILL after 20 s) when the test ends; a
+// (SIGCONT first, then SIGTERM, SIGKILL after 20 s) when the test ends,
+// and killed when this process dies; a
 // child that exits with a failure (a data race is exit status 66) fails
 // the test.
 func start(t *testing.T, env []string) *instance {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
+	// A test binary killed (a timeout, say) takes A with it, frozen or not.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
