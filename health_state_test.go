@@ -21,36 +21,20 @@ import (
 // consumerHealth returns the one ConsumerHealth of queue in c's report.
 func consumerHealth(t *testing.T, c *acemq.Conn, queue string) acemq.ConsumerHealth {
 	t.Helper()
-	var found []acemq.ConsumerHealth
-	for _, h := range c.HealthReport(ctxT(t)).Consumers {
-		if h.Queue == queue {
-			found = append(found, h)
-		}
-	}
+	found := inReport(c.HealthReport(ctxT(t)), queue)
 	require.Len(t, found, 1, "consumers of %q in the report", queue)
 	return found[0]
 }
 
-// inReport is queue's consumer in r (the zero ConsumerHealth if none).
-func inReport(r acemq.HealthReport, queue string) acemq.ConsumerHealth {
+// inReport is every consumer of queue in r.
+func inReport(r acemq.HealthReport, queue string) []acemq.ConsumerHealth {
+	var found []acemq.ConsumerHealth
 	for _, h := range r.Consumers {
 		if h.Queue == queue {
-			return h
+			found = append(found, h)
 		}
 	}
-	return acemq.ConsumerHealth{}
-}
-
-// waitFor reports whether cond becomes true within 20s.
-func waitFor(cond func() bool) bool {
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
+	return found
 }
 
 // stateIs waits until queue's consumer is in state, and returns it then.
@@ -335,24 +319,22 @@ func TestOutageIsWaiting(t *testing.T) {
 			// report's Err says it once. Read again until one report
 			// shows it: the line's reason changes as the transport learns
 			// more (the connection's EOF, then the consumer's cancel).
-			var last string
-			ok := waitFor(func() bool {
+			assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 				r := c.HealthReport(ctxT(t))
-				if r.Connection == nil {
-					last = "the connection is healthy"
-					return false
+				if !assert.Error(ct, r.Connection, "the connection's health") {
+					return
 				}
 				all := r.Err().Error()
 				for _, name := range []string{q, q + ".2"} {
-					w := inReport(r, name)
-					if w.Err == nil || !strings.Contains(r.Connection.Error(), w.Err.Error()) || strings.Count(all, w.Err.Error()) != 1 {
-						last = fmt.Sprintf("consumer of %q: Err %v; the report's Err:\n%s", name, w.Err, all)
-						return false
+					found := inReport(r, name)
+					if !assert.Len(ct, found, 1, "consumers of %q", name) || !assert.Error(ct, found[0].Err, "%q's Err", name) {
+						continue
 					}
+					line := found[0].Err.Error()
+					assert.Contains(ct, r.Connection.Error(), line, "the transport's line for %q", name)
+					assert.Equal(ct, 1, strings.Count(all, line), "the report's Err says %q's once:\n%s", name, all)
 				}
-				return true
-			})
-			assert.True(t, ok, "no report had the transport's line for each waiting consumer as its Err, said once; the last: %s", last)
+			}, 20*time.Second, 5*time.Millisecond)
 		} else {
 			assert.NotContains(t, health.Error(), h2.Err.Error(), "Connection says it; the consumer's Err is left out")
 		}

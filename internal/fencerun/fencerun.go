@@ -32,7 +32,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -248,25 +247,8 @@ func child() int {
 type instance struct {
 	cmd    *exec.Cmd
 	held   atomic.Int64
-	stderr lockedBuffer
+	stderr string // the file A's stderr goes to
 	exited chan error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // start starts this test binary again as instance A. It is stopped
@@ -284,9 +266,14 @@ func start(t *testing.T, env []string) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &instance{cmd: cmd, exited: make(chan error, 1)}
+	stderr, err := os.CreateTemp(t.TempDir(), "instance-a-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close() // A has its own descriptor once started
+	a := &instance{cmd: cmd, stderr: stderr.Name(), exited: make(chan error, 1)}
 	a.held.Store(-1)
-	cmd.Stderr = &a.stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +300,8 @@ func start(t *testing.T, env []string) *instance {
 			t.Errorf("instance A did not stop within 20s of SIGTERM")
 		}
 		if err != nil {
-			t.Errorf("instance A: %v; its log:\n%s", err, a.stderr.String())
+			log, _ := os.ReadFile(a.stderr)
+			t.Errorf("instance A: %v; its log:\n%s", err, log)
 		}
 	})
 	return a
@@ -470,6 +458,7 @@ func Run(t *testing.T, s Setup) Result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close() // on a failed Scan too: db.Close waits for its connection
 	r.Late = map[string]int{}
 	for rows.Next() {
 		var (
