@@ -164,6 +164,7 @@ func (b *Broker) Connect() *Transport {
 type entry struct {
 	msg         transport.Message
 	q           *queue
+	seq         uint64    // its arrival number in q, which orders q's ready entries
 	expires     int64     // unix nanoseconds; meaningful when q has a TTL
 	redelivered bool      // it was handed out before and came back
 	returns     int       // how often it came back unsettled (quorum delivery count)

@@ -226,7 +226,7 @@ func (t *Transport) Close() error {
 				b.releaseLocked(e)
 				continue
 			}
-			e.q.ready.pushFront(e)
+			e.q.putBackLocked(e)
 			b.markDirtyLocked(e.q)
 		}
 		c.out, c.released = 0, nil

@@ -200,7 +200,7 @@ func (c *consumer) stopLocked() {
 			c.t.b.releaseLocked(e)
 			continue
 		}
-		c.q.ready.pushFront(e)
+		c.q.putBackLocked(e)
 	}
 	if !c.q.deleted {
 		c.t.b.markDirtyLocked(c.q)

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"maps"
+	"sort"
 	"time"
 
 	"github.com/acemq/acemq/transport"
@@ -14,10 +15,11 @@ type queue struct {
 	name string
 	decl queueDecl // what it was declared with
 
-	ready     deque[*entry]
-	consumers []*consumer // active ones, in round-robin order
-	rr        int         // the consumer to try first on the next dispatch
-	dirty     bool        // listed in b.dirty
+	ready     deque[*entry] // in arrival order (entry.seq), also after returns
+	seq       uint64        // the last arrival number given out
+	consumers []*consumer   // active ones, in round-robin order
+	rr        int           // the consumer to try first on the next dispatch
+	dirty     bool          // listed in b.dirty
 	deleted   bool
 
 	timer   *time.Timer // expires the head; nil until a TTL'd message arrives
@@ -27,6 +29,8 @@ type queue struct {
 // enqueueLocked appends e at the tail of q, stamping its expiry.
 func (q *queue) enqueueLocked(e *entry, now int64) {
 	e.q = q
+	q.seq++
+	e.seq = q.seq
 	if q.decl.hasTTL {
 		e.expires = now + int64(q.decl.ttl)
 	}
@@ -34,8 +38,8 @@ func (q *queue) enqueueLocked(e *entry, now int64) {
 	q.b.markDirtyLocked(q)
 }
 
-// requeueLocked puts e, which came back unsettled, at the head of q marked
-// redelivered. On a quorum queue a return past the delivery limit
+// requeueLocked puts e, which came back unsettled, back where it was in q
+// (as a classic queue on RabbitMQ does), marked redelivered. On a quorum queue a return past the delivery limit
 // dead-letters it instead.
 func (q *queue) requeueLocked(e *entry) {
 	e.c = nil
@@ -51,8 +55,16 @@ func (q *queue) requeueLocked(e *entry) {
 			return
 		}
 	}
-	q.ready.pushFront(e)
+	q.putBackLocked(e)
 	q.b.markDirtyLocked(q)
+}
+
+// putBackLocked puts e, which left q's ready entries, back in its place
+// among them, so returns keep the queue's order whatever order they come
+// back in.
+func (q *queue) putBackLocked(e *entry) {
+	i := sort.Search(q.ready.len(), func(i int) bool { return q.ready.at(i).seq > e.seq })
+	q.ready.insert(i, e)
 }
 
 // dispatchLocked deals ready entries round-robin to consumers with room
@@ -268,6 +280,32 @@ func (d *deque[T]) pushFront(v T) {
 	d.head = (d.head - 1) & (len(d.buf) - 1)
 	d.buf[d.head] = v
 	d.n++
+}
+
+// at returns the i'th item from the head; i must be below len.
+func (d *deque[T]) at(i int) T { return d.buf[(d.head+i)&(len(d.buf)-1)] }
+
+// insert puts v at position i (0 is the head, len the tail), moving the
+// items on the shorter side of i by one.
+func (d *deque[T]) insert(i int, v T) {
+	if i >= d.n {
+		d.pushBack(v)
+		return
+	}
+	mask := func(j int) int { return j & (len(d.buf) - 1) }
+	if i < d.n-i {
+		d.pushFront(v) // the head moved one back: shift items 1..i down
+		for j := 0; j < i; j++ {
+			d.buf[mask(d.head+j)] = d.buf[mask(d.head+j+1)]
+		}
+		d.buf[mask(d.head+i)] = v
+		return
+	}
+	d.pushBack(v) // shift items i..n-2 up by one
+	for j := d.n - 1; j > i; j-- {
+		d.buf[mask(d.head+j)] = d.buf[mask(d.head+j-1)]
+	}
+	d.buf[mask(d.head+i)] = v
 }
 
 // front returns the head without removing it; the deque must not be empty.

@@ -163,6 +163,33 @@ func TestRequeueKeepsOrder(t *testing.T) {
 	}
 }
 
+// TestReturnsGoBackWhereTheyWere: messages taken and returned in any order
+// sit where they were, as on a classic RabbitMQ queue, so a reader that
+// takes a queue's head and puts it back leaves the queue as it was.
+func TestReturnsGoBackWhereTheyWere(t *testing.T) {
+	t.Parallel()
+	b := memory.NewBroker()
+	a := client(t, b)
+	ctx := context.Background()
+	must(t, a.Declare(ctx, transport.Queue{Name: "q"}))
+	publish(t, a, "q", "1", "2", "3", "4", "5", "6", "7", "8")
+	var held []transport.Delivery
+	for range 6 {
+		d, ok, err := a.Get(ctx, "q")
+		if err != nil || !ok {
+			t.Fatalf("Get: %v %v", ok, err)
+		}
+		held = append(held, d)
+	}
+	for _, i := range []int{2, 0, 5, 1, 4, 3} {
+		must(t, held[i].Nack(true))
+	}
+	got := ids(t, client(t, b), "q")
+	if !equal(got, []string{"1", "2", "3", "4", "5", "6", "7", "8"}) {
+		t.Errorf("after the returns the queue holds %v; want 1 to 8 in order", got)
+	}
+}
+
 func TestUnlimitedPrefetch(t *testing.T) {
 	t.Parallel()
 	b := memory.NewBroker()

@@ -156,9 +156,10 @@ type wireOp struct {
 }
 
 // flush writes what the application settled: the settled run at the head
-// as one multiple ack (nacks in it are sent singly, in place), and, when
-// too many settled entries wait behind an unsettled one, those one by one.
-// Only the consume loop calls it.
+// as multiple acks and multiple requeues, one frame for each stretch of
+// either (other nacks are sent singly, in place), and, when too many
+// settled entries wait behind an unsettled one, those one by one. Only the
+// consume loop calls it.
 func (c *consumerChannel) flush() error {
 	for _, op := range c.plan() {
 		var err error
@@ -168,7 +169,7 @@ func (c *consumerChannel) flush() error {
 		case nacked:
 			err = c.ch.Nack(op.tag, false, false)
 		case requeued:
-			err = c.ch.Nack(op.tag, false, true)
+			err = c.ch.Nack(op.tag, op.multiple, true)
 		}
 		if err != nil {
 			return err
@@ -178,6 +179,11 @@ func (c *consumerChannel) flush() error {
 }
 
 // plan takes what is ready to be written off the entries, in wire order.
+// A multiple ack or requeue is used only at the head, where every earlier
+// delivery is settled and sent, so it covers nothing else; RabbitMQ
+// requeues a stretch in one step, where one nack a message costs a classic
+// queue of persistent messages milliseconds each (10,000 requeued singly
+// took 32 s on 3.10, in one frame 0.5 s).
 func (c *consumerChannel) plan() []wireOp {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -185,33 +191,42 @@ func (c *consumerChannel) plan() []wireOp {
 		return nil
 	}
 	var ops []wireOp
-	var run uint64 // the last unsent ack of the current run
+	var run, back uint64 // the last unsent ack, or requeue, of the current stretch
+	end := func() {
+		if run != 0 {
+			ops = append(ops, wireOp{tag: run, state: acked, multiple: true})
+		}
+		if back != 0 {
+			ops = append(ops, wireOp{tag: back, state: requeued, multiple: true})
+		}
+		run, back = 0, 0
+	}
 	i := 0
 	for ; i < len(c.entries) && c.entries[i].state != pending; i++ {
 		e := c.entries[i]
 		switch {
 		case e.sent:
 		case e.state == released:
-			if run != 0 {
-				ops = append(ops, wireOp{tag: run, state: acked, multiple: true})
-				run = 0
-			}
+			end()
 			c.single = true
-		case e.state == acked && c.single:
-			ops = append(ops, wireOp{tag: e.tag, state: acked})
+		case c.single && (e.state == acked || e.state == requeued):
+			ops = append(ops, wireOp{tag: e.tag, state: e.state})
 		case e.state == acked:
-			run = e.tag
-		default:
-			if run != 0 {
-				ops = append(ops, wireOp{tag: run, state: acked, multiple: true})
-				run = 0
+			if back != 0 {
+				end()
 			}
+			run = e.tag
+		case e.state == requeued:
+			if run != 0 {
+				end()
+			}
+			back = e.tag
+		default:
+			end()
 			ops = append(ops, wireOp{tag: e.tag, state: e.state})
 		}
 	}
-	if run != 0 {
-		ops = append(ops, wireOp{tag: run, state: acked, multiple: true})
-	}
+	end()
 	c.entries = c.entries[i:]
 	if len(c.entries) > c.spill {
 		for j := range c.entries {

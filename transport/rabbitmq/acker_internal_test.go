@@ -27,9 +27,26 @@ func TestFlushCoalesces(t *testing.T) {
 			settle: map[uint64]uint8{1: acked, 2: requeued, 3: acked, 4: acked},
 			want: []wireOp{
 				{tag: 1, state: acked, multiple: true},
-				{tag: 2, state: requeued},
+				{tag: 2, state: requeued, multiple: true},
 				{tag: 4, state: acked, multiple: true},
 			},
+		},
+		{
+			name:   "a run of requeues becomes one multiple requeue; a dead-letter nack goes alone",
+			handed: []uint64{1, 2, 3, 4, 5, 6},
+			settle: map[uint64]uint8{1: requeued, 2: requeued, 3: nacked, 4: requeued, 5: requeued, 6: acked},
+			want: []wireOp{
+				{tag: 2, state: requeued, multiple: true},
+				{tag: 3, state: nacked},
+				{tag: 5, state: requeued, multiple: true},
+				{tag: 6, state: acked, multiple: true},
+			},
+		},
+		{
+			name:   "after a release, requeues go singly",
+			handed: []uint64{1, 2, 3},
+			settle: map[uint64]uint8{1: released, 2: requeued, 3: requeued},
+			want:   []wireOp{{tag: 2, state: requeued}, {tag: 3, state: requeued}},
 		},
 		{
 			name:   "the run stops at the first unsettled",
