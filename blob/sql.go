@@ -12,8 +12,6 @@ import (
 	"iter"
 	"regexp"
 	"time"
-
-	"github.com/acemq/acemq/outbox"
 )
 
 // DefaultSQLTable is the name of the SQL store's object table unless
@@ -24,7 +22,7 @@ const DefaultSQLTable = "acemq_blob"
 // not exist: call SQLStore.Migrate first.
 var ErrNotMigrated = errors.New("blob: the SQL store's tables do not exist; call (*blob.SQLStore).Migrate first")
 
-// SQLOption configures the store SQL returns.
+// SQLOption configures the store SQLDB returns.
 type SQLOption interface{ applySQL(*sqlConfig) }
 
 type sqlOptionFunc func(*sqlConfig)
@@ -42,7 +40,7 @@ var sqlTableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,39}$`)
 
 // SQLTable sets the name of the object table (acemq_blob by default); the
 // chunk table is the same name followed by "_chunk". The name must be a
-// plain SQL identifier of at most 40 characters; anything else makes SQL
+// plain SQL identifier of at most 40 characters; anything else makes SQLDB
 // fail. To use another PostgreSQL schema, set the connection's
 // search_path.
 func SQLTable(name string) SQLOption {
@@ -55,10 +53,10 @@ func SQLTable(name string) SQLOption {
 	})
 }
 
-// SQLStore is a Store that keeps objects as rows in the database of an
-// outbox: the service's own PostgreSQL or SQLite, so large payloads need no
-// new infrastructure. Build it with SQL and create its tables with
-// Migrate. It is safe for concurrent use.
+// SQLStore is a Store that keeps objects as rows in a database the
+// service already has (its PostgreSQL or SQLite, often the outbox's), so
+// large payloads need no new infrastructure. Build it with SQLDB and create
+// its tables with Migrate. It is safe for concurrent use.
 //
 // An object is one row of the object table (its ID, size, SHA-256, expiry
 // and generation) and its bytes are rows of ChunkSize bytes in the chunk
@@ -77,26 +75,29 @@ func SQLTable(name string) SQLOption {
 // waits for itself.
 type SQLStore struct {
 	db      *sql.DB
-	dialect outbox.Dialect
+	dialect SQLDialect
 	table   string
 	chunks  string
 
 	putChunk, upsert, dropOld, head, chunk, expired, delHead, delChunks string
 }
 
-// SQL returns a Store in o's database, in o's dialect, with tables named
-// acemq_blob and acemq_blob_chunk unless SQLTable says otherwise. It
+// SQLDB returns a Store in db, whose dialect is dialect, with tables
+// named acemq_blob and acemq_blob_chunk unless SQLTable says otherwise. It
 // creates nothing: call Migrate once (or run its statements with your own
-// migration tool). The store uses o's database and dialect only; it needs
-// no relay.
-func SQL(o *outbox.Outbox, opts ...SQLOption) (*SQLStore, error) {
-	if o == nil {
-		return nil, errors.New("blob: SQL was given a nil *outbox.Outbox")
+// migration tool). It needs no outbox; a service that has one passes its
+// database: SQLDB(o.DB(), blob.SQLDialect(o.Dialect())).
+func SQLDB(db *sql.DB, dialect SQLDialect, opts ...SQLOption) (*SQLStore, error) {
+	if db == nil {
+		return nil, errors.New("blob: SQLDB was given a nil *sql.DB")
+	}
+	if dialect != Postgres && dialect != SQLite {
+		return nil, fmt.Errorf("blob: SQLDB was given dialect %v; want blob.Postgres or blob.SQLite", dialect)
 	}
 	cfg := sqlConfig{table: DefaultSQLTable}
 	for _, opt := range opts {
 		if opt == nil {
-			cfg.errs = append(cfg.errs, errors.New("blob: SQL was given a nil SQLOption"))
+			cfg.errs = append(cfg.errs, errors.New("blob: SQLDB was given a nil SQLOption"))
 			continue
 		}
 		opt.applySQL(&cfg)
@@ -104,7 +105,7 @@ func SQL(o *outbox.Outbox, opts ...SQLOption) (*SQLStore, error) {
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, err
 	}
-	s := &SQLStore{db: o.DB(), dialect: o.Dialect(), table: cfg.table, chunks: cfg.table + "_chunk"}
+	s := &SQLStore{db: db, dialect: dialect, table: cfg.table, chunks: cfg.table + "_chunk"}
 	t, c, q := s.table, s.chunks, s.rebind
 	s.putChunk = q(`INSERT INTO ` + c + ` (blob_id, gen, seq, data) VALUES (?, ?, ?, ?)`)
 	s.upsert = q(`INSERT INTO ` + t + ` (id, gen, size, chunk_size, sha256, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -134,7 +135,7 @@ func (s *SQLStore) TableName() string { return s.table }
 // and Unix microseconds on SQLite.
 func (s *SQLStore) Migrate(ctx context.Context) error {
 	ts, bytes := "TIMESTAMPTZ", "BYTEA"
-	if s.dialect == outbox.SQLite {
+	if s.dialect == SQLite {
 		ts, bytes = "INTEGER", "BLOB"
 	}
 	for _, stmt := range []string{
@@ -454,26 +455,39 @@ func (s *SQLStore) fail(ctx context.Context, what string, err error) error {
 	return fmt.Errorf("blob: %s in table %s: %w", what, s.table, err)
 }
 
-// tablesExist reports whether both tables exist; an error asking counts as
-// yes, leaving the original error to speak.
-func (s *SQLStore) tablesExist(ctx context.Context) bool {
+// CheckTables reports whether the store's two tables exist where its
+// queries look for them (on PostgreSQL, in the schemas of the search_path):
+// nil when both do, an error wrapping ErrNotMigrated and naming them when
+// either is missing, and the database's error when it could not be asked.
+// A tool calls it before it works on a store it did not create, so that a
+// wrong table name is said as such rather than as a failed query.
+func (s *SQLStore) CheckTables(ctx context.Context) error {
 	q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)`
-	if s.dialect == outbox.Postgres {
+	if s.dialect == Postgres {
 		q = `SELECT COUNT(*) FROM pg_catalog.pg_tables WHERE tablename IN ($1, $2) AND schemaname = ANY(current_schemas(false))`
 	}
 	var n int
 	if err := s.db.QueryRowContext(ctx, q, s.table, s.chunks).Scan(&n); err != nil {
-		return true
+		return fmt.Errorf("blob: looking for tables %s and %s: %w", s.table, s.chunks, err)
 	}
-	return n == 2
+	if n != 2 {
+		return fmt.Errorf("%w (tables %s and %s)", ErrNotMigrated, s.table, s.chunks)
+	}
+	return nil
+}
+
+// tablesExist reports whether both tables exist; an error asking counts as
+// yes, leaving the original error to speak.
+func (s *SQLStore) tablesExist(ctx context.Context) bool {
+	return !errors.Is(s.CheckTables(ctx), ErrNotMigrated)
 }
 
 // rebind gives q, written with ? placeholders, the dialect's.
-func (s *SQLStore) rebind(q string) string { return s.dialect.Rebind(q) }
+func (s *SQLStore) rebind(q string) string { return s.dialect.rebind(q) }
 
 // timeArg is a time as a query argument: UTC for PostgreSQL, Unix
 // microseconds for SQLite.
-func (s *SQLStore) timeArg(t time.Time) any { return s.dialect.TimeArg(t) }
+func (s *SQLStore) timeArg(t time.Time) any { return s.dialect.timeArg(t) }
 
 // nullTime is timeArg with the zero time as NULL.
 func (s *SQLStore) nullTime(t time.Time) any {

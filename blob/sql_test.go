@@ -2,6 +2,7 @@ package blob_test
 
 import (
 	"bytes"
+	"context"
 	"database/sql"
 	"errors"
 	"io"
@@ -17,12 +18,12 @@ import (
 func TestSQLConformance(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		dialect outbox.Dialect
+		dialect blob.SQLDialect
 		open    func(*testing.T) *sql.DB
 		opts    []blobtest.Option
 	}{
-		{"sqlite", outbox.SQLite, openSQLite, nil},
-		{"postgres", outbox.Postgres, openPostgres, nil},
+		{"sqlite", blob.SQLite, openSQLite, nil},
+		{"postgres", blob.Postgres, openPostgres, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := tc.open(t)
@@ -34,20 +35,15 @@ func TestSQLConformance(t *testing.T) {
 func TestSQLWithoutMigrate(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		dialect outbox.Dialect
+		dialect blob.SQLDialect
 		open    func(*testing.T) *sql.DB
 	}{
-		{"sqlite", outbox.SQLite, openSQLite},
-		{"postgres", outbox.Postgres, openPostgres},
+		{"sqlite", blob.SQLite, openSQLite},
+		{"postgres", blob.Postgres, openPostgres},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := outbox.New(tc.open(t), tc.dialect)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = o.Close() }()
 			table := tableName(t)
-			s, err := blob.SQL(o, blob.SQLTable(table))
+			s, err := blob.SQLDB(tc.open(t), tc.dialect, blob.SQLTable(table))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,33 +54,50 @@ func TestSQLWithoutMigrate(t *testing.T) {
 			for _, err := range s.Expired(ctx, time.Now()) {
 				expErr = err
 			}
-			for name, err := range map[string]error{"Put": putErr, "Open": openErr, "Delete": s.Delete(ctx, "x"), "Expired": expErr} {
+			for name, err := range map[string]error{"Put": putErr, "Open": openErr, "Delete": s.Delete(ctx, "x"), "Expired": expErr,
+				"CheckTables": s.CheckTables(ctx)} {
 				if !errors.Is(err, blob.ErrNotMigrated) || !strings.Contains(err.Error(), "Migrate") || !strings.Contains(err.Error(), table) {
 					t.Errorf("%s before Migrate: %v; want an error wrapping blob.ErrNotMigrated naming the table", name, err)
 				}
+			}
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = s.Drop(context.WithoutCancel(ctx)) }()
+			if err := s.CheckTables(ctx); err != nil {
+				t.Errorf("CheckTables after Migrate: %v", err)
 			}
 		})
 	}
 }
 
 func TestSQLOptions(t *testing.T) {
-	o, err := outbox.New(openSQLite(t), outbox.SQLite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = o.Close() }()
+	db := openSQLite(t)
 	for _, name := range []string{"", "1abc", "a-b", "a;drop", strings.Repeat("a", 41)} {
-		if _, err := blob.SQL(o, blob.SQLTable(name)); err == nil {
+		if _, err := blob.SQLDB(db, blob.SQLite, blob.SQLTable(name)); err == nil {
 			t.Errorf("SQLTable(%q) was accepted; want an error", name)
 		}
 	}
-	if _, err := blob.SQL(nil); err == nil {
-		t.Error("SQL(nil) succeeded; want an error")
+	for _, tc := range []struct {
+		name    string
+		db      *sql.DB
+		dialect blob.SQLDialect
+		opts    []blob.SQLOption
+		want    string
+	}{
+		{"nil db", nil, blob.SQLite, nil, "nil *sql.DB"},
+		{"zero dialect", db, 0, nil, "SQLDialect(0)"},
+		{"unknown dialect", db, 3, nil, "SQLDialect(3)"},
+		{"nil option", db, blob.SQLite, []blob.SQLOption{nil}, "nil SQLOption"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := blob.SQLDB(tc.db, tc.dialect, tc.opts...)
+			if err == nil || !strings.HasPrefix(err.Error(), "blob: SQLDB ") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("SQLDB = %v; want an error from SQLDB naming %q", err, tc.want)
+			}
+		})
 	}
-	if _, err := blob.SQL(o, nil); err == nil {
-		t.Error("SQL with a nil SQLOption succeeded; want an error")
-	}
-	s, err := blob.SQL(o)
+	s, err := blob.SQLDB(db, blob.SQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +106,30 @@ func TestSQLOptions(t *testing.T) {
 	}
 }
 
+// SQLDialect's values are outbox.Dialect's, as its doc promises, so a
+// store in an outbox's database is built by converting the outbox's.
+func TestSQLDialectMatchesTheOutbox(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    outbox.Dialect
+		b    blob.SQLDialect
+	}{
+		{"postgres", outbox.Postgres, blob.Postgres},
+		{"sqlite", outbox.SQLite, blob.SQLite},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := blob.SQLDialect(tc.o); got != tc.b || got.String() != tc.o.String() {
+				t.Errorf("blob.SQLDialect(outbox.%v) = %v; want %v", tc.o, got, tc.b)
+			}
+		})
+	}
+}
+
 // A chunk row that does not hold the bytes the object row promises is
 // found by the reader: ErrCorrupt, never a short object read as whole.
 func TestSQLTruncatedChunk(t *testing.T) {
 	db := openSQLite(t)
-	s := newSQLStore(t, db, outbox.SQLite)
+	s := newSQLStore(t, db, blob.SQLite)
 	data := bytes.Repeat([]byte("x"), blob.ChunkSize+10)
 	if _, err := s.Put(t.Context(), "t", bytes.NewReader(data), time.Time{}); err != nil {
 		t.Fatal(err)
@@ -118,7 +150,7 @@ func TestSQLTruncatedChunk(t *testing.T) {
 // Open streams: the rows of an object replaced after Open are gone, and
 // the reader says so instead of mixing two Puts' bytes.
 func TestSQLReplacedWhileReading(t *testing.T) {
-	s := newSQLStore(t, openSQLite(t), outbox.SQLite)
+	s := newSQLStore(t, openSQLite(t), blob.SQLite)
 	ctx := t.Context()
 	if _, err := s.Put(ctx, "r", bytes.NewReader(bytes.Repeat([]byte("a"), 3*blob.ChunkSize)), time.Time{}); err != nil {
 		t.Fatal(err)

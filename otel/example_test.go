@@ -146,6 +146,7 @@ func Example_metrics() {
 	// healthy: true
 	// acemq.consume.duration (s)
 	// acemq.consume.total ({message})
+	// acemq.consumer.oldest_inflight (s)
 	// acemq.consumer.paused ({consumer})
 	// acemq.messages.dead.lettered.total ({message})
 	// acemq.publish.duration (s)

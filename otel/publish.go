@@ -94,15 +94,27 @@ func (p *Publisher[T]) SendAll(ctx context.Context, vs []T, opts ...acemq.SendOp
 // publish chain, which sees it in ctx, and ends with the message's result,
 // whose ID it records even without the interceptor.
 func (p *Publisher[T]) span(ctx context.Context) (context.Context, func(id string, err error)) {
-	dest := wire.ExchangeName(p.exchange)
-	ctx, span := p.t.tracer.Start(ctx, "publish "+dest,
+	return p.t.StartPublish(ctx, p.exchange, p.key)
+}
+
+// StartPublish opens the producer span of one message to exchange with
+// routingKey, "publish <destination>", as a Publisher does for each message
+// it sends, and returns ctx carrying it and the function that ends it with
+// the message's ID (recorded when not empty) and result (an error status
+// when err is not nil). Publish through the returned ctx: the Conn's
+// PublishInterceptor completes this span and writes its trace context into
+// the envelope. It is the seam for publishers built outside this package,
+// such as otelblob's; call end exactly once.
+func (t *Tracing) StartPublish(ctx context.Context, exchange, routingKey string) (_ context.Context, end func(id string, err error)) {
+	dest := wire.ExchangeName(exchange)
+	ctx, span := t.tracer.Start(ctx, "publish "+dest,
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			systemRabbitMQ,
 			keyOperationType.String("publish"),
 			keyOperationName.String("publish"),
 			keyDestination.String(dest),
-			keyRoutingKey.String(p.key),
+			keyRoutingKey.String(routingKey),
 		))
 	return context.WithValue(ctx, publishKey{}, span), func(id string, err error) {
 		if id != "" {

@@ -176,3 +176,9 @@ func (t *Tracing) extract(ctx context.Context, env *acemq.Envelope) context.Cont
 	}
 	return t.propagator().Extract(ctx, headerCarrier(env.Headers))
 }
+
+// Tracer is the tracer t opens its spans with, from its provider under
+// ScopeName. Packages that trace what acemq's wrappers do not (otelblob's
+// store spans, say) open theirs with it so that they share t's provider
+// and scope.
+func (t *Tracing) Tracer() trace.Tracer { return t.tracer }
