@@ -68,7 +68,12 @@ func Connect(ctx context.Context, rawURL string, opts ...ConnOption) (*Conn, err
 		}
 		cfg.transport = t
 	}
-	return newConn(cfg)
+	c, err := newConn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.watchDelays(ctx)
+	return c, nil
 }
 
 // dial picks a transport by the URL's scheme. A comma-separated list names

@@ -15,12 +15,14 @@ type batchOrder struct {
 	OrderID string `json:"orderId"`
 }
 
-// A batch consumer's route is a route like any other: served one delivery (as
-// the batch mode serves a batch with one delivery left), it hands
-// the handler a batch of one and judges its one Ack, or parks a body that
-// does not decode without running the handler.
-func TestBatchRouteServesABatchOfOne(t *testing.T) {
-	c, err := Connect(context.Background(), "memory://", WithLogger(slog.New(slog.DiscardHandler)))
+// A batch of which one delivery is left after prepare (the other parked
+// there, its envelope unreadable) goes to the batch handler like any other
+// batch: the handler gets a batch of one and its one Ack is judged; a
+// batch whose only delivery does not decode never reaches the handler.
+func TestBatchOfOneGoesToTheBatchHandler(t *testing.T) {
+	settled := make(chan Settlement, 8)
+	c, err := Connect(context.Background(), "memory://", WithLogger(slog.New(slog.DiscardHandler)),
+		OnSettled(func(_ context.Context, s Settlement) { settled <- s }))
 	require.NoError(t, err)
 	defer c.Close()
 	var got [][]string
@@ -33,19 +35,28 @@ func TestBatchRouteServesABatchOfOne(t *testing.T) {
 		return []Ack{Reject(errors.New("no"))}
 	})
 	require.NoError(t, err)
-	e := cons.e
-	r, reason := e.pick(typeName[batchOrder]())
-	require.NotNil(t, r, reason)
-	env := &Envelope{ID: "m-1", Version: 1, Attempt: 1, Headers: map[string]any{}}
+	m := cons.e.mode.(*batchMode)
+	delivery := func(id, body string, headers map[string]any) transport.Delivery {
+		return transport.Delivery{Queue: "batch-of-one", Message: transport.Message{
+			MessageID: id, Type: "batchOrder", ContentType: "application/json", Headers: headers, Body: []byte(body)}}
+	}
+	outcomes := func(n int) map[string]Outcome {
+		out := make(map[string]Outcome)
+		for range n {
+			s := <-settled
+			out[s.Envelope.ID] = s.Outcome
+		}
+		return out
+	}
 
-	v, seconds := r.serve(context.Background(), e, transport.Delivery{Message: transport.Message{ContentType: "application/json", Body: []byte(`{"orderId":"A-1"}`)}}, env)
+	m.processBatch(context.Background(), []transport.Delivery{
+		delivery("m-1", `{"orderId":"A-1"}`, nil),
+		delivery("m-2", `{"orderId":"A-2"}`, map[string]any{"x-acemq-attempt": "abc"}),
+	})
 	assert.Equal(t, [][]string{{"A-1"}}, got)
-	assert.Equal(t, OutcomeRejected, v.outcome)
-	assert.Equal(t, "the handler rejected it: no", v.reason)
-	assert.GreaterOrEqual(t, seconds, 0.0)
+	assert.Equal(t, map[string]Outcome{"m-1": OutcomeRejected, "m-2": OutcomeParked}, outcomes(2))
 
-	v, seconds = r.serve(context.Background(), e, transport.Delivery{Message: transport.Message{ContentType: "application/json", Body: []byte(`{not json`)}}, env)
+	m.processBatch(context.Background(), []transport.Delivery{delivery("m-3", `{not json`, nil)})
 	assert.Len(t, got, 1, "the handler did not run")
-	assert.Equal(t, OutcomeParked, v.outcome)
-	assert.Negative(t, seconds)
+	assert.Equal(t, map[string]Outcome{"m-3": OutcomeParked}, outcomes(1))
 }

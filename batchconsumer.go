@@ -27,7 +27,7 @@ type BatchHandler[T any] func(ctx context.Context, batch []*Message[T]) []Ack
 const (
 	DefaultBatchSize = 100
 	DefaultBatchWait = 100 * time.Millisecond
-	maxBatchSize     = 65535
+	maxBatchSize     = maxPrefetch
 )
 
 // batchConfig is what BatchSize and BatchWait set.
@@ -37,44 +37,38 @@ type batchConfig struct {
 }
 
 // BatchSize sets the most messages a batch consumer hands its handler at
-// once. The default is DefaultBatchSize (100); n must be from 1 to 65535.
-// It is an option of NewBatchConsumer only: NewConsumer and NewRouter
-// refuse it.
-func BatchSize(n int) ConsumerOption {
-	return consumerOptionFunc(func(c *consumerConfig) {
-		switch {
-		case c.batch == nil:
-			c.errs = append(c.errs, errors.New("BatchSize is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
-		case n < 1 || n > maxBatchSize:
+// once. The default is DefaultBatchSize (100); n outside 1 to 65535 fails
+// NewBatchConsumer. It is a BatchConsumerOption: NewConsumer and NewRouter
+// do not compile with it.
+func BatchSize(n int) BatchConsumerOption {
+	return batchOptionFunc(func(c *consumerConfig) {
+		if n < 1 || n > maxBatchSize {
 			c.errs = append(c.errs, fmt.Errorf("BatchSize(%d): want 1 to %d", n, maxBatchSize))
-		default:
-			c.batch.size = n
+			return
 		}
+		c.batch.size = n
 	})
 }
 
 // BatchWait sets the longest a batch waits, after its first message
 // arrived, for more: once it has passed, the handler gets the messages
-// there are. The default is DefaultBatchWait (100ms); d must be above
-// zero. It is an option of NewBatchConsumer only: NewConsumer and
-// NewRouter refuse it.
-func BatchWait(d time.Duration) ConsumerOption {
-	return consumerOptionFunc(func(c *consumerConfig) {
-		switch {
-		case c.batch == nil:
-			c.errs = append(c.errs, errors.New("BatchWait is an option of NewBatchConsumer, not of NewConsumer or NewRouter"))
-		case d <= 0:
+// there are. The default is DefaultBatchWait (100ms); d of 0 or less fails
+// NewBatchConsumer. It is a BatchConsumerOption: NewConsumer and NewRouter
+// do not compile with it.
+func BatchWait(d time.Duration) BatchConsumerOption {
+	return batchOptionFunc(func(c *consumerConfig) {
+		if d <= 0 {
 			c.errs = append(c.errs, fmt.Errorf("BatchWait(%v): want more than 0", d))
-		default:
-			c.batch.wait = d
+			return
 		}
+		c.batch.wait = d
 	})
 }
 
 // batching is the first option NewBatchConsumer applies: it makes the
 // configuration a batch consumer's, with the defaults.
 func batching() ConsumerOption {
-	return consumerOptionFunc(func(c *consumerConfig) {
+	return plainOptionFunc(func(c *consumerConfig) {
 		c.batch = &batchConfig{size: DefaultBatchSize, wait: DefaultBatchWait}
 	})
 }
@@ -83,16 +77,13 @@ func batching() ConsumerOption {
 // default prefetch, room for two batches per worker, and checks what only
 // the options together can say.
 func batchChecked() ConsumerOption {
-	return consumerOptionFunc(func(c *consumerConfig) {
+	return plainOptionFunc(func(c *consumerConfig) {
 		size := c.batch.size
 		switch {
 		case c.prefetch == 0:
-			c.prefetch = min(maxBatchSize, max(64, 2*size*c.concurrency))
+			c.prefetch = min(maxPrefetch, max(64, 2*size*c.concurrency))
 		case c.prefetch < size:
 			c.errs = append(c.errs, fmt.Errorf("Prefetch(%d) is below BatchSize(%d): no batch could fill (leave Prefetch out for the default, 2 × BatchSize × Concurrency)", c.prefetch, size))
-		}
-		if c.order != nil {
-			c.errs = append(c.errs, errors.New("Ordered cannot be given to NewBatchConsumer: batch consumers keep no per-key order in this version (use NewConsumer with Ordered)"))
 		}
 	})
 }
@@ -101,9 +92,11 @@ func batchChecked() ConsumerOption {
 // to BatchSize T values (default 100): a batch goes to the handler once it
 // is full, once BatchWait (default 100ms) has passed since its first
 // message arrived, or at once when Run is stopping. It declares what
-// NewConsumer declares, takes the same options and the same types, and
-// returns a *Consumer[T], so Run, Pause, Resume and Queue work as for any
-// consumer.
+// NewConsumer declares, takes the same types and every AnyConsumerOption
+// NewConsumer takes, with BatchSize and BatchWait besides (Ordered does
+// not compile here: batch consumers keep no per-key order in this
+// version), and returns a *Consumer[T], so Run, Pause, Resume and Queue
+// work as for any consumer.
 //
 // Each message goes through the consume interceptors, the checks and the
 // decode on its own, before its batch reaches the handler: a message an
@@ -133,7 +126,7 @@ func batchChecked() ConsumerOption {
 // the batch being gathered back to the queue, unhandled, and let the
 // batches in the handler settle. So does Conn.Close, which ends the
 // handlers' contexts: after it no batch starts.
-func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...ConsumerOption) (*Consumer[T], error) {
+func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...BatchConsumerOption) (*Consumer[T], error) {
 	switch {
 	case c == nil:
 		return nil, errors.New("acemq: NewBatchConsumer was given a nil Conn")
@@ -143,7 +136,13 @@ func NewBatchConsumer[T any](c *Conn, queue string, h BatchHandler[T], opts ...C
 		return nil, fmt.Errorf("acemq: NewBatchConsumer of %q was given a nil handler", queue)
 	}
 	all := make([]ConsumerOption, 0, len(opts)+2)
-	all = append(append(append(all, batching()), opts...), batchChecked())
+	all = append(all, batching())
+	for _, o := range opts {
+		if o != nil {
+			all = append(all, plainOptionFunc(o.applyBatchConsumer))
+		}
+	}
+	all = append(all, batchChecked())
 	r := &typedRoute[T]{batch: h, name: typeName[T]()}
 	e, err := newEngine(c, queue, "batch consumer", all, r)
 	if err != nil {
@@ -185,9 +184,9 @@ func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	msgs := make([]*Message[T], 0, len(items))
 	kept := items[:0] // those that decoded, in place
 	for _, it := range items {
-		m, v, ok := decodeMessage[T](it.ds, e, *it.d, it.ds.env, r.name)
+		m, v, ok := decodeMessage[T](it.ds, e, *it.d, r.name)
 		if !ok {
-			e.settle(it.ds, *it.d, it.ds, v, -1, plainFate{})
+			e.settle(it.ds, *it.d, v, -1, plainFate{})
 			continue
 		}
 		msgs = append(msgs, m)
@@ -203,7 +202,7 @@ func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 	bctx := &batchContext{Context: ctx, members: members}
 	vs, seconds := r.runBatch(bctx, e, msgs)
 	for i, it := range kept {
-		e.settle(it.ds, *it.d, it.ds, vs[i], seconds, plainFate{})
+		e.settle(it.ds, *it.d, vs[i], seconds, plainFate{})
 	}
 }
 
@@ -212,7 +211,9 @@ func (r *typedRoute[T]) serveBatch(ctx context.Context, e *engine, items []batch
 func (r *typedRoute[T]) runBatch(ctx context.Context, e *engine, msgs []*Message[T]) ([]verdict, float64) {
 	e.conn.metrics.batchSize.Record(ctx, float64(len(msgs)), e.conn.metrics.attributes(e.queue, "").record...)
 	start := nowNano()
+	slot := e.busy.begin(start, msgs[0].Envelope.ID)
 	acks, p := guard(func() []Ack { return r.batch(ctx, msgs) })
+	e.busy.end(slot)
 	seconds := sinceSeconds(start)
 	vs := make([]verdict, len(msgs))
 	var whole error // what makes the whole batch retry
@@ -252,23 +253,14 @@ func batchIDs[T any](msgs []*Message[T]) []string {
 // through prepare, alone, then those that passed to the handler together.
 func (m *batchMode) processBatch(ctx context.Context, ds []transport.Delivery) {
 	items := make([]batchItem, 0, len(ds))
-	var last route
 	for i := range ds {
 		st, r, _ := m.e.prepare(ctx, ds[i], plainFate{})
 		if r == nil {
 			continue // settled alone
 		}
-		last = r
 		items = append(items, batchItem{d: &ds[i], ds: st})
 	}
-	switch len(items) {
-	case 0:
-	case 1:
-		it := items[0]
-		bctx := &batchContext{Context: ctx, members: []*delivery{it.ds}}
-		v, seconds := last.serve(bctx, m.e, *it.d, it.ds.env)
-		m.e.settle(it.ds, *it.d, it.ds, v, seconds, plainFate{})
-	default:
+	if len(items) > 0 {
 		m.server.serveBatch(ctx, m.e, items)
 	}
 }

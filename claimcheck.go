@@ -42,10 +42,31 @@ type BodyStore interface {
 	// body from which Load gets the stored one back. A failed Offload
 	// fails the Send.
 	Offload(ctx context.Context, env *Envelope, contentType string, body []byte) (claim []byte, err error)
-	// Load returns the body a claim names and its content type. A body
-	// that cannot be loaded (gone, expired, corrupt) parks the delivery
-	// with Load's error as the reason.
+	// Load returns the body a claim names and its content type. On a
+	// consumer, ctx is the delivery's, and BodyLimit(ctx) is the largest
+	// body Load may return: the consumer's MaxBodySize. Load must trust
+	// no size written in the claim, and read no more than the limit (and
+	// one byte, to see that it is over). Its error is the reason of the
+	// delivery's settlement: one marked Fatal (a body gone, corrupt, or a
+	// claim naming nothing the store can hold: what no retry can fix)
+	// sends the delivery to {queue}.dlq at once; any other (a body over
+	// the limit, a claim whose size is not its body's, a store that
+	// failed) parks it. A body over the limit that Load returns all the
+	// same is parked by the consumer.
 	Load(ctx context.Context, claim []byte) (contentType string, body []byte, err error)
+}
+
+// bodyLimitKey is the context key of the limit BodyLimit reports.
+type bodyLimitKey struct{}
+
+// BodyLimit reports the largest body, in bytes, that a BodyStore's Load
+// may return in ctx: the MaxBodySize of the consumer loading the body
+// (DefaultMaxBodySize unless set). ok is false for a ctx that carries no
+// limit, a Load called outside a consumer; the store then applies a limit
+// of its own.
+func BodyLimit(ctx context.Context) (n int, ok bool) {
+	n, ok = ctx.Value(bodyLimitKey{}).(int)
+	return n, ok
 }
 
 // WithBodyStore makes the Conn's publishers store, through s, every
@@ -59,7 +80,10 @@ type BodyStore interface {
 // the stored body to its expiry. Consume interceptors see the claim, not
 // the body. A Conn without a BodyStore parks a claim-checked delivery with
 // a reason naming the option, except on a Consumer[Raw], which gets the
-// claim as it arrived. A negative threshold or a nil s fails Connect.
+// claim as it arrived. A negative threshold or a nil s fails Connect, and
+// so does a store that has a method Validate() error returning an error
+// (how a wrapper such as blob.WithClaimCheck reports bad options of its
+// own at Connect rather than at the first large Send).
 func WithBodyStore(s BodyStore, threshold int) ConnOption {
 	return connOptionFunc(func(c *connConfig) {
 		switch {
@@ -71,6 +95,12 @@ func WithBodyStore(s BodyStore, threshold int) ConnOption {
 			return
 		case threshold == 0:
 			threshold = DefaultClaimCheckThreshold
+		}
+		if v, ok := s.(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				c.fail(err)
+				return
+			}
 		}
 		c.bodyStore, c.offloadAbove = s, threshold
 	})
@@ -93,14 +123,14 @@ func WithMaxMessageSize(n int) ConnOption {
 	})
 }
 
-// ErrTooLarge is wrapped by the error of a Send, SendAll, Prepare or
-// PublishRaw whose body is over the Conn's WithMaxMessageSize.
-var ErrTooLarge = errors.New("acemq: the message is too large")
-
-// encoded finishes an encoded message on the publish path: it offloads
+// encoded finishes an encoded message on the publish path: it seals the
+// body when the Conn has a BodyCipher (cipher.go), offloads
 // the body to the BodyStore when there is one and the body is over its
 // threshold, then applies the size guard.
 func (c *Conn) encoded(ctx context.Context, m *RawMessage) error {
+	if err := c.seal(ctx, m); err != nil {
+		return err
+	}
 	if s := c.cfg.bodyStore; s != nil && len(m.Body) > c.cfg.offloadAbove {
 		claim, err := s.Offload(ctx, m.Envelope, m.ContentType, m.Body)
 		if err != nil {
@@ -125,20 +155,36 @@ func (c *Conn) checkSize(m *RawMessage) error {
 }
 
 // decode is the consume path's decode: a claim-checked body is loaded from
-// the BodyStore first, then the codec decodes it into v (a *T named name).
-func (c *Conn) decode(ctx context.Context, contentType string, body []byte, v any, name string) error {
+// the BodyStore first, no bigger than maxBody (the consumer's
+// MaxBodySize), then opened when the Conn has a BodyCipher (for env, the
+// delivery's envelope), then the codec decodes it into v (a *T named name). An
+// error of the load wraps a loadError.
+func (c *Conn) decode(ctx context.Context, env *Envelope, contentType string, body []byte, v any, name string, maxBody int) error {
 	if mediaType(contentType) == ClaimCheckContentType {
 		s := c.cfg.bodyStore
 		if _, raw := v.(*Raw); s == nil && !raw {
 			return fmt.Errorf("the body is a claim check (%s), and this Conn has no store to load it from: connect with blob.WithClaimCheck (acemq.WithBodyStore) and replay it", ClaimCheckContentType)
 		}
 		if s != nil {
-			ct, loaded, err := s.Load(ctx, body)
+			ct, loaded, err := s.Load(context.WithValue(ctx, bodyLimitKey{}, maxBody), body)
 			if err != nil {
-				return fmt.Errorf("loading the claim-checked body: %w", err)
+				return loadError{fmt.Errorf("loading the claim-checked body: %w", err)}
+			}
+			if len(loaded) > maxBody {
+				return loadError{fmt.Errorf("the claim-checked body is %d bytes, over the limit of %d (MaxBodySize)", len(loaded), maxBody)}
 			}
 			contentType, body = ct, loaded
 		}
 	}
+	body, err := c.open(ctx, env, body)
+	if err != nil {
+		return err
+	}
 	return c.cfg.codecs.decode(contentType, body, v, name)
 }
+
+// loadError is a BodyStore's failure to load a claim-checked body.
+type loadError struct{ err error }
+
+func (e loadError) Error() string { return e.err.Error() }
+func (e loadError) Unwrap() error { return e.err }

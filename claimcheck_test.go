@@ -78,6 +78,7 @@ type mapStore struct {
 	bodies map[string][]byte
 	types  map[string]string
 	fail   error
+	limits []int // what BodyLimit said in each Load
 }
 
 func newMapStore() *mapStore {
@@ -94,9 +95,17 @@ func (s *mapStore) Offload(_ context.Context, env *acemq.Envelope, ct string, bo
 	return []byte(env.ID), nil
 }
 
-func (s *mapStore) Load(_ context.Context, claim []byte) (string, []byte, error) {
+func (s *mapStore) Load(ctx context.Context, claim []byte) (string, []byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	limit, ok := acemq.BodyLimit(ctx)
+	if !ok {
+		return "", nil, errors.New("no limit in the ctx")
+	}
+	s.limits = append(s.limits, limit)
+	if string(claim) == "fatal" {
+		return "", nil, acemq.Fatal(errors.New("the body is corrupt"))
+	}
 	b, ok := s.bodies[string(claim)]
 	if !ok {
 		return "", nil, fmt.Errorf("no body %q", claim)
@@ -107,7 +116,9 @@ func (s *mapStore) Load(_ context.Context, claim []byte) (string, []byte, error)
 // TestBodyStoreSeam: a body over the threshold is offloaded after the
 // codec and before the size guard, and loaded back before the decode; one
 // at the threshold travels; a failed offload fails the Send; a claim that
-// does not load is parked with the store's reason.
+// does not load is parked with the store's reason, one whose error is
+// marked Fatal goes to .dlq at once; Load sees the consumer's MaxBodySize
+// in BodyLimit, and a loaded body over it is parked.
 func TestBodyStoreSeam(t *testing.T) {
 	ctx := t.Context()
 	store := newMapStore()
@@ -147,6 +158,27 @@ func TestBodyStoreSeam(t *testing.T) {
 	s := st.next(t)
 	require.Equal(t, acemq.OutcomeParked, s.Outcome)
 	require.Contains(t, s.Reason, `no body "nowhere"`)
+
+	require.NoError(t, c.PublishRaw(ctx, acemq.RawMessage{RoutingKey: q, Envelope: &acemq.Envelope{ID: "fatal", Type: "OrderPlaced", Version: 1, Attempt: 1},
+		Body: []byte("fatal"), ContentType: acemq.ClaimCheckContentType}))
+	s = st.next(t)
+	require.Equal(t, acemq.OutcomeDeadLettered, s.Outcome)
+	require.Equal(t, 1, s.Attempt)
+	require.Contains(t, s.Reason, "the body is corrupt")
+	require.Equal(t, acemq.DefaultMaxBodySize, store.limits[len(store.limits)-1])
+
+	small := acemqtest.QueueName(t, "seam-small")
+	cons, err = acemq.NewConsumer(c, small, func(_ context.Context, m *acemq.Message[OrderPlaced]) acemq.Ack {
+		got <- m.Payload
+		return acemq.Done()
+	}, acemq.MaxBodySize(1000))
+	require.NoError(t, err)
+	runConsumer(t, cons)
+	require.NoError(t, acemq.NewPublisher[OrderPlaced](c, "", small).Send(ctx, big))
+	s = st.next(t)
+	require.Equal(t, acemq.OutcomeParked, s.Outcome)
+	require.Contains(t, s.Reason, "the claim-checked body is 5029 bytes, over the limit of 1000 (MaxBodySize)")
+	require.Equal(t, 1000, store.limits[len(store.limits)-1])
 }
 
 func runConsumer[T any](t *testing.T, c *acemq.Consumer[T]) {

@@ -46,6 +46,8 @@ type Conn struct {
 	closeErr  error
 
 	lastHint atomic.Pointer[unroutableMemo] // unroutableHint's last answer
+
+	delays delays // the delay topology: declared, forwarded (delay.go)
 }
 
 // capabilities are the optional interfaces of a Conn's transport, resolved
@@ -81,7 +83,7 @@ func newConn(cfg connConfig) (*Conn, error) {
 		running: make(map[*engine]struct{}), engines: make(map[*engine]struct{})}
 	c.stopping, c.stopConsumes = context.WithCancel(context.Background())
 	c.closing, c.abort = context.WithCancel(context.Background())
-	if err := m.observePaused(c.pausedByQueue); err != nil {
+	if err := m.observeConsumers(c.pausedByQueue, c.oldestByQueue); err != nil {
 		_ = cfg.transport.Close()
 		return nil, err
 	}
@@ -138,7 +140,48 @@ func (c *Conn) PublishRaw(ctx context.Context, m RawMessage) error {
 		c.metrics.published(ctx, m.Exchange, publishFailed, -1)
 		return err
 	}
-	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), nowNano())
+	return c.sendWire(ctx, m.Envelope, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, true), nowNano())
+}
+
+// PublishRawAll sends every message of msgs as PublishRaw would, with all
+// of them in flight together (pipelined confirms, as SendAll), and returns
+// once each is confirmed or has failed: one error per message, in msgs's
+// order, nil for a confirmed one. Messages with one ordering key reach the
+// broker in msgs's order, also when some are sent again after a connection
+// loss, on a transport that implements transport.BatchPublisher (both
+// shipped transports do); PublishRaw from several goroutines keeps no
+// order. A message that
+// cannot be rendered fails alone, before anything is sent, and the rest
+// still go. The outbox relay sends its rows with it.
+func (c *Conn) PublishRawAll(ctx context.Context, msgs []RawMessage) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs
+	}
+	if !c.publishes.add() {
+		for i := range errs {
+			errs[i] = ErrClosed
+		}
+		return errs
+	}
+	defer c.publishes.done()
+	results := make([]PublishResult, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Envelope == nil {
+			results[i].Err = fmt.Errorf("acemq: PublishRawAll was given a message without an envelope (message %d of %d)", i, len(msgs))
+			continue
+		}
+		if err := errors.Join(checkMessage(m), c.checkSize(m)); err != nil {
+			c.metrics.published(ctx, m.Exchange, publishFailed, -1)
+			results[i].Err = err
+		}
+	}
+	c.sendRendered(ctx, msgs, results, true)
+	for i := range results {
+		errs[i] = results[i].Err
+	}
+	return errs
 }
 
 // relocate is the one move acemq makes of a delivery, from its queue to
@@ -160,7 +203,30 @@ func (c *Conn) relocate(ctx context.Context, msg transport.Message, from *transp
 // send renders and publishes m, recording the publish metrics with the
 // clock started at start, as a fresh message (no Error).
 func (c *Conn) send(ctx context.Context, m RawMessage, start int64) error {
-	return c.publish(ctx, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false), start)
+	return c.sendWire(ctx, m.Envelope, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false), start)
+}
+
+// sendWire publishes msg, rendered from env, into the delay topology when
+// env is due later (After, At), otherwise as it is.
+func (c *Conn) sendWire(ctx context.Context, env *Envelope, msg transport.Message, start int64) error {
+	if err := c.intoDelay(ctx, env, &msg); err != nil {
+		return err
+	}
+	return c.publish(ctx, msg, start)
+}
+
+// intoDelay readdresses msg, rendered from env, to the delay topology when
+// env is due later (After, At), and leaves it as it is otherwise. Its
+// error is a publish that failed, and is counted as one.
+func (c *Conn) intoDelay(ctx context.Context, env *Envelope, msg *transport.Message) error {
+	if env.Due.IsZero() {
+		return nil
+	}
+	if err := c.delayed(ctx, msg, env.Due); err != nil {
+		c.metrics.published(ctx, msg.Exchange, publishFailed, -1)
+		return err
+	}
+	return nil
 }
 
 // publish puts msg on the transport, confirmed, and records the publish
@@ -186,17 +252,14 @@ func (c *Conn) published(ctx context.Context, msg transport.Message, start int64
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			err = cerr // the transport's words for it differ; ctx's do not
 		}
-		switch {
-		case isSentinel(err):
-			// A transport that returned a sentinel as it is: its text
-			// begins "acemq: " already, the context follows.
-			err = fmt.Errorf("%w: publishing %s to %s", err, msg.MessageID, destination(msg.Exchange, msg.RoutingKey))
-		case errors.Is(err, ErrUnroutable):
-			// The transport's text names the exchange and key already.
-			err = fmt.Errorf("acemq: publishing %s: %w%s", msg.MessageID, err, c.unroutableHint(ctx, msg))
-		default:
-			err = fmt.Errorf("acemq: publishing %s to %s: %w", msg.MessageID, destination(msg.Exchange, msg.RoutingKey), err)
+		where, hint := " to "+destination(msg.Exchange, msg.RoutingKey), ""
+		if errors.Is(err, ErrUnroutable) {
+			hint = c.unroutableHint(ctx, msg)
+			if err != transport.ErrUnroutable {
+				where = "" // the transport's own error names the exchange and key
+			}
 		}
+		err = fmt.Errorf("acemq: publishing %s%s: %w%s", msg.MessageID, where, err, hint)
 	}
 	c.metrics.published(ctx, msg.Exchange, outcome, sinceSeconds(start))
 	return err
@@ -237,16 +300,6 @@ type unroutableMemo struct {
 	at        time.Time
 }
 
-// isSentinel reports err is one of the sentinels itself, not an error
-// wrapping one.
-func isSentinel(err error) bool {
-	switch err {
-	case ErrClosed, ErrUnroutable, ErrNacked, ErrTopologyConflict, ErrNotFound, transport.ErrLocked:
-		return true
-	}
-	return false
-}
-
 func destination(exchange, key string) string {
 	if exchange == "" {
 		return fmt.Sprintf("the default exchange with key %q", key)
@@ -273,25 +326,29 @@ func (c *Conn) Declare(ctx context.Context, t ...Topology) error {
 	return nil
 }
 
-// Health returns nil when the transport is connected and every running
-// consumer is consuming; otherwise an error saying what is down and since
-// when, which wraps a sentinel per problem: ErrUnavailable for the
-// connection (down, blocked by the broker, or a consumer's subscription
-// lost: the consumer is then waiting), ErrPaused for a running Consumer or
-// Router paused by Pause (`consumer of "orders" paused by Pause since T`),
-// ErrTripped for one its kill switch paused (`consumer of "orders" paused
-// by the kill switch since T after N failures in W`, then when it probes
-// next), ErrFaulted for a Consumer or Router whose Run returned an error,
-// or a Router with an invalid route, from then on (running or not), and
-// ErrClosed after Close. A consumer made but not run yet, or whose Run
-// returned nil, is no error; nor is anything of a Nonessential one.
+// Health returns nil when the transport is connected and every consumer
+// made on the Conn (and not closed with its Close) is running and
+// consuming; otherwise an error saying what is down and since when, which
+// wraps a sentinel per problem: ErrUnavailable for the connection (down,
+// blocked by the broker, or a consumer's subscription lost: the consumer
+// is then waiting), ErrNotRunning for a Consumer or Router that nothing
+// runs (made but its Run not called, or its Run returned nil: nothing
+// consumes its queue), ErrPaused for a running Consumer or Router paused
+// by Pause (`consumer of "orders" paused by Pause since T`), ErrTripped
+// for one its kill switch paused (`consumer of "orders" paused by the kill
+// switch since T after N failures in W`, then when it probes next),
+// ErrStuck for one whose handler has held a delivery longer than
+// StuckAfter, ErrFaulted for a Consumer or Router whose Run returned an
+// error, or a Router with an invalid route, from then on (running or not),
+// and ErrClosed after Close. Nothing of a Nonessential consumer is an
+// error, nor is a consumer closed with its Close, which leaves the report.
 // HealthReport gives the same per connection and per consumer.
 func (c *Conn) Health(ctx context.Context) error {
 	return c.HealthReport(ctx).Err()
 }
 
-// register adds e to the engines HealthReport reports, until the Conn
-// closes, as starting since now.
+// register adds e to the engines HealthReport reports, until its Close
+// or the Conn's, as starting since now.
 func (c *Conn) register(e *engine) {
 	e.setState(StateStarting, nil)
 	c.runMu.Lock()
@@ -299,6 +356,23 @@ func (c *Conn) register(e *engine) {
 	e.seq = c.made
 	c.engines[e] = struct{}{}
 	c.runMu.Unlock()
+}
+
+// unregister takes e out of every list the Conn keeps: HealthReport's,
+// the running ones (the paused and oldest_inflight gauges), and the
+// metrics' attributes of its queue once no other engine consumes it.
+func (c *Conn) unregister(e *engine) {
+	c.runMu.Lock()
+	delete(c.engines, e)
+	delete(c.running, e)
+	shared := false
+	for o := range c.engines {
+		shared = shared || o.queue == e.queue
+	}
+	c.runMu.Unlock()
+	if !shared {
+		c.metrics.forget(e.queue)
+	}
 }
 
 // registeredEngines returns every engine made on the Conn, by queue and
@@ -356,6 +430,18 @@ func (c *Conn) pausedByQueue() map[string]int64 {
 		} else {
 			out[e.queue] += 0
 		}
+	}
+	return out
+}
+
+// oldestByQueue is, for each queue a running engine consumes, how long the
+// oldest delivery any of them holds in a handler has been there.
+func (c *Conn) oldestByQueue() map[string]time.Duration {
+	out := make(map[string]time.Duration)
+	now := nowNano()
+	for _, e := range c.runningEngines() {
+		age, _, _ := e.busy.oldest(now)
+		out[e.queue] = max(out[e.queue], age)
 	}
 	return out
 }

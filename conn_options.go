@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -35,6 +36,7 @@ type connConfig struct {
 	bodyStore     BodyStore // claimcheck.go
 	offloadAbove  int
 	maxMessage    int
+	cipher        BodyCipher // cipher.go
 	errs          []error
 }
 
@@ -96,9 +98,19 @@ func WithCodec(codec Codec) ConnOption {
 }
 
 // WithOrigin sets the Origin stamped on every message this Conn publishes
-// first. The default is <executable>@<hostname>.
+// first. The default is <executable>@<hostname>. An empty origin, or one
+// over 255 bytes (what AMQP's app-id holds), fails Connect.
 func WithOrigin(origin string) ConnOption {
-	return connOptionFunc(func(c *connConfig) { c.origin = origin })
+	return connOptionFunc(func(c *connConfig) {
+		switch {
+		case origin == "":
+			c.fail(errors.New("acemq: WithOrigin was given an empty origin (leave it out for the default, <executable>@<hostname>)"))
+		case len(origin) > wire.MaxShortString:
+			c.fail(fmt.Errorf("acemq: WithOrigin was given an origin of %d bytes; an origin has at most %d", len(origin), wire.MaxShortString))
+		default:
+			c.origin = origin
+		}
+	})
 }
 
 // WithRetryPolicy sets the retry ladder of every consumer on the Conn that
@@ -138,8 +150,8 @@ func WithLogger(l *slog.Logger) ConnOption {
 	})
 }
 
-// WithTLS sets the TLS configuration for amqps:// URLs. Without it amqps://
-// uses the system's roots and the URL's host name.
+// WithTLS sets the TLS configuration for amqps:// URLs. Without it, or
+// given nil, amqps:// uses the system's roots and the URL's host name.
 func WithTLS(cfg *tls.Config) ConnOption {
 	return connOptionFunc(func(c *connConfig) { c.tls = cfg })
 }

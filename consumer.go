@@ -29,17 +29,16 @@ type Message[T any] struct {
 // delivery came from: a number the broker keeps (transport.Fencer), taken
 // once when this instance became the partition's active consumer, and
 // greater than every token of any earlier holder of any partition of the
-// queue. A store refuses a stale holder's write by keeping the highest
-// token that wrote a row and writing only with one at least as high:
-//
-//	UPDATE accounts SET balance = $2, fence = $3
-//	WHERE id = $1 AND fence <= $3
-//
-// No row updated means a later holder wrote it: roll back and return
-// Retry with an error wrapping ErrPartitionLost, and the delivery goes back
-// for the current holder. Fence is 0 when the consumer is not ordered or
-// its transport has no Fencer (skip the check then). See
-// docs/ordering.md, Fencing.
+// queue. Every delivery of a partition carries it, the messages a release
+// of a blocked key runs included. A store refuses a stale holder's write
+// by keeping the highest token that wrote a row and writing only with one
+// at least as high, in the same statement (an upsert whose update has
+// WHERE row.fence <= $token). Nothing written means a later holder wrote
+// the row: roll back and return Retry with an error wrapping
+// ErrPartitionLost, and the delivery goes back for the current holder.
+// Fence is 0 when the consumer is not ordered or its transport has no
+// Fencer: write without the check then. docs/ordering.md, Fencing, has
+// the recipe as a test runs it.
 func (m *Message[T]) Fence() uint64 { return m.fence }
 
 // Partition returns the partition of an ordered queue the delivery came
@@ -108,7 +107,10 @@ func (c *Consumer[T]) Queue() string { return c.e.queue }
 // shuts down or closes, and an error at once if the queue does not exist
 // (with NoDeclare, if any queue of its ladder does not: the error names
 // them). While paused, by Pause or by its KillSwitch, Run goes on but takes
-// nothing. A Consumer runs once at a time.
+// nothing. A Consumer runs once at a time. Close stops a Run as its ctx
+// ending does (that Run returns nil), and every Run after Close fails with
+// ErrConsumerClosed. Between Runs nothing consumes, and Health says so
+// (ErrNotRunning) until the next Run, or Close.
 func (c *Consumer[T]) Run(ctx context.Context) error { return c.e.run(ctx, nil) }
 
 // Pause stops the consumer taking deliveries without stopping Run: its
@@ -141,11 +143,13 @@ type deliveryKey struct{}
 // a context.WithValue allocation per delivery.
 type delivery struct {
 	context.Context
-	env       *Envelope
-	part      int    // an ordered delivery's partition plus one; 0 when not
-	fence     uint64 // an ordered delivery's fencing token
-	mu        sync.Mutex
-	callbacks []func(context.Context, Settlement)
+	env   *Envelope
+	part  int    // an ordered delivery's partition plus one; 0 when not
+	fence uint64 // an ordered delivery's fencing token
+	// The broker delivered it before, unsettled (Settlement.Redelivered).
+	redelivered bool
+	mu          sync.Mutex
+	callbacks   []func(context.Context, Settlement)
 }
 
 // Value returns the delivery for deliveryKey and asks the parent otherwise.
@@ -168,8 +172,9 @@ func incoming(ctx context.Context) *Envelope {
 // ctx is one given to a consume interceptor, a middleware or a handler.
 // Callbacks run last-registered first, before the Conn's OnSettled hooks.
 // Outside a delivery it does nothing. When the engine could not move a
-// message (the broker was away) the delivery goes back to its queue and
-// callbacks see an empty Outcome with the reason. Given the ctx of a
+// message (the broker was away), or could not send its ack, the delivery
+// goes back to its queue and callbacks see an empty Outcome with the
+// reason. Given the ctx of a
 // BatchHandler, fn runs once for every message of the batch, as each
 // settles.
 func WhenSettled(ctx context.Context, fn func(context.Context, Settlement)) {

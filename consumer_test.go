@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -79,6 +80,14 @@ func TestNewConsumerRefusesBadInput(t *testing.T) {
 		{"negative prefetch", "q", h, []acemq.ConsumerOption{acemq.Prefetch(-1)}, "Prefetch(-1)"},
 		{"nil declare ctx", "q", h, []acemq.ConsumerOption{acemq.DeclareContext(nilCtx)}, "DeclareContext was given a nil ctx"},
 		{"bad delay", "q", h, []acemq.ConsumerOption{acemq.WithConsumerRetry(acemq.RetryPolicy{Delays: []time.Duration{time.Microsecond}})}, "Delays[0]"},
+		{"prefetch over 16 bits", "q", h, []acemq.ConsumerOption{acemq.Prefetch(65536)}, "Prefetch(65536): want 1 to 65535"},
+		{"zero max body", "q", h, []acemq.ConsumerOption{acemq.MaxBodySize(0)}, "MaxBodySize(0): want 1 or more"},
+		{"bind to the default exchange", "q", h, []acemq.ConsumerOption{acemq.Bind("", "q")}, `Bind("", "q"): the default exchange takes no bindings`},
+		{"bind with a long key", "q", h, []acemq.ConsumerOption{acemq.Bind("orders", strings.Repeat("k", 256))}, "a key of 256: want at most 255 bytes each"},
+		{"empty accepted type", "q", h, []acemq.ConsumerOption{acemq.AcceptTypes("A", "")}, "AcceptTypes was given an empty name"},
+		{"long accepted type", "q", h, []acemq.ConsumerOption{acemq.AcceptTypes(strings.Repeat("t", 256))}, "AcceptTypes was given a name of 256 bytes; a type has at most 255"},
+		{"too many partitions", "q", h, []acemq.ConsumerOption{acemq.Ordered(acemq.OrderPolicy{Partitions: 1025})}, "OrderPolicy.Partitions is 1025, want 1 to 1024"},
+		{"negative kill switch window", "q", h, []acemq.ConsumerOption{acemq.KillSwitch(acemq.KillSwitchPolicy{Window: -time.Second})}, "KillSwitchPolicy.Window is -1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := acemq.NewConsumer(c, tc.queue, tc.h, tc.opts...)

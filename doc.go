@@ -25,6 +25,18 @@
 //	pub := acemq.NewPublisher[OrderPlaced](mq, "", "orders")
 //	err := pub.Send(ctx, OrderPlaced{OrderID: "A-1"}, acemq.Header("x-region", "eu"))
 //
+// # Delivery later
+//
+// [After] and [At] delay a message: Send returns once the broker holds it,
+// in a delay topology of plain TTL queues shared by the vhost (no plugin),
+// and it is delivered, as it was sent, no earlier than its due time, which
+// [Envelope].Due carries. Every Conn on the vhost forwards what is due, so
+// the sending process may exit. A delayed message cannot be recalled; the
+// outbox's scheduler keeps schedules that can be. docs/scheduling.md has
+// the details.
+//
+//	err := pub.Send(ctx, Reminder{OrderID: "A-1"}, acemq.After(24*time.Hour))
+//
 // # Consuming
 //
 // A [Consumer][T] runs each delivery through the consume interceptors, the
@@ -104,17 +116,21 @@
 //
 // # Health
 //
-// [Conn.Health] is nil while the connection is up and no consumer is
-// paused, waiting or faulted; otherwise its error wraps [ErrUnavailable]
-// (the transport's trouble: a consumer whose subscription is down is
-// waiting), [ErrPaused] (Pause), [ErrTripped] (the kill switch) or
-// [ErrFaulted] (a Run that returned an error, a Router with an invalid
-// route) and names the queue. [Conn.HealthReport] breaks it down: the
-// connection, and one [ConsumerHealth] per Consumer, batch consumer or
-// Router made on the Conn, from its constructor until the Conn closes,
-// with its state (starting, consuming, waiting, paused, tripped, faulted,
-// stopped), since when, and an ordered one's partitions. A [Nonessential]
-// consumer is in the report but not in Health.
+// [Conn.Health] is nil while the connection is up and every consumer runs
+// and consumes; otherwise its error wraps [ErrUnavailable] (the
+// transport's trouble: a consumer whose subscription is down is waiting),
+// [ErrNotRunning] (made and never run, or its Run returned), [ErrPaused]
+// (Pause), [ErrTripped] (the kill switch), [ErrStuck] (a handler held a
+// delivery longer than [StuckAfter]) or [ErrFaulted] (a Run that returned
+// an error, a Router with an invalid route) and names the queue.
+// [Conn.HealthReport] breaks it down: the connection, and one
+// [ConsumerHealth] per Consumer, batch consumer or Router made on the
+// Conn, from its constructor until its Close or the Conn's, with its state
+// (starting, consuming, waiting, paused, tripped, stuck, faulted,
+// stopped), since when, how long its oldest delivery has been in a
+// handler, and an ordered one's partitions. A [Nonessential] consumer is
+// in the report but not in Health; a consumer stopped for good is closed
+// with [Consumer.Close] (or [Router.Close]) and leaves both.
 //
 // # Interceptors and middleware
 //
@@ -140,12 +156,23 @@
 // from another producer gets its envelope from its AMQP properties; one
 // whose reserved headers are damaged is parked with the reason.
 //
+// # Encrypted bodies
+//
+// [WithBodyCipher] seals every body a Conn encodes and opens every body it
+// decodes, with a [BodyCipher] (package crypt: AES-256-GCM under Tink
+// keysets). The key's ID travels in the reserved header [CipherHeader];
+// the envelope stays readable; its ID and type are the associated data. A
+// body that does not open is parked with the reason. docs/encryption.md
+// has the whole story.
+//
 // # Errors
 //
 // Each package of the module prefixes the errors it makes with its own name,
 // once, at the front: "acemq: " here (the sentinels [ErrClosed],
 // [ErrUnroutable], [ErrNacked], [ErrTopologyConflict], [ErrNotFound] and
-// [ErrFatal] among them), "rabbitmq: " and "memory: " for the transports,
+// [ErrFatal] among them), "transport: " for the transport contract's
+// sentinels (which errors.Is matches with this package's of the same
+// names, either way), "rabbitmq: " and "memory: " for the transports,
 // "outbox: ", "saga: ", "patterns: " for theirs. An error met on the way is
 // wrapped with %w as its cause and its text is left as its maker wrote it,
 // so one message may read "acemq: publishing …: rabbitmq: publish to …: no
@@ -159,8 +186,9 @@
 // acemq.publish.total, acemq.publish.duration, acemq.consume.total,
 // acemq.consume.duration, acemq.messages.dead.lettered.total,
 // acemq.consumer.paused, acemq.consumer.blocked_keys and
-// acemq.consumer.keyless.total (ordered consumers) and
-// acemq.consume.batch.size, from the MeterProvider
+// acemq.consumer.keyless.total (ordered consumers),
+// acemq.consume.batch.size and acemq.consumer.delay.lateness (delayed
+// messages), from the MeterProvider
 // [WithMeterProvider] gives.
 // Tracing is a wrapper in package acemq/otel.
 package acemq

@@ -30,6 +30,8 @@ type engine struct {
 	moveFailures atomic.Int32 // consecutive failed moves, for the pause after one
 	pause        pauser       // Pause's and the kill switch's
 	life         lifecycle    // starting, running, faulted or stopped, for HealthReport
+	busy         inFlight     // the handler calls running now, for StuckAfter
+	end          ending       // Close's: closed, and the running Run to stop
 	seq          uint64       // its place among the Conn's engines (Conn.register)
 
 	mode deliveryMode // plain, batch or ordered: topology, ladder, subscription
@@ -68,7 +70,10 @@ func newEngine(c *Conn, queue, who string, opts []ConsumerOption, batch batchSer
 		return nil, fmt.Errorf("acemq: %s of %q: %w", who, queue, errors.Join(cfg.errs...))
 	}
 	if cfg.prefetch == 0 {
-		cfg.prefetch = max(64, 2*cfg.concurrency)
+		cfg.prefetch = min(maxPrefetch, max(64, 2*cfg.concurrency))
+	}
+	if cfg.stuckAfter == 0 {
+		cfg.stuckAfter = DefaultStuckAfter
 	}
 	policy := c.cfg.policy
 	if cfg.policy != nil {
@@ -153,14 +158,23 @@ func (e *engine) checkLadder(ctx context.Context) error {
 // first, once the engine is known not to be running already: the Router
 // builds its routing table there. What it returns is the engine's state
 // from then on: stopped after nil or a Conn that stopped it (ErrClosed),
-// faulted after an error.
+// faulted after an error. After Close it fails at once; Close ends ctx
+// (see beginRun).
 func (e *engine) run(ctx context.Context, setup func() error) error {
 	if !e.running.CompareAndSwap(false, true) {
+		if e.closed() {
+			return &closedError{who: e.who, queue: e.queue}
+		}
 		return fmt.Errorf("acemq: the %s of %q is already running", e.who, e.queue)
 	}
 	defer e.running.Store(false)
+	ctx, ended, err := e.beginRun(ctx)
+	if err != nil {
+		return err
+	}
+	defer ended()
 	e.setState(StateStarting, nil)
-	err := e.runOnce(ctx, setup)
+	err = e.runOnce(ctx, setup)
 	if err == nil || errors.Is(err, ErrClosed) && e.conn.stopping.Err() != nil {
 		e.setState(StateStopped, nil)
 	} else {
@@ -184,6 +198,7 @@ func (e *engine) runOnce(ctx context.Context, setup func() error) error {
 			return err
 		}
 	}
+	e.conn.watchDelays(ctx) // a delay topology declared since Connect
 	if !e.conn.startConsumer() {
 		return ErrClosed
 	}
@@ -198,9 +213,11 @@ func (e *engine) runOnce(ctx context.Context, setup func() error) error {
 	defer context.AfterFunc(e.conn.closing, abort)()
 
 	e.startRun()
-	e.setState(StateConsuming, nil)
+	// Listed as running before it says it consumes, so that whoever sees
+	// it consuming (Health, a test) finds its metrics' points too.
 	e.conn.addRunning(e)
 	defer e.conn.removeRunning(e)
+	e.setState(StateConsuming, nil)
 	var err error
 	for consumeCtx.Err() == nil {
 		var more bool
@@ -232,7 +249,7 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 	takeCtx, stopTaking := context.WithCancel(stopCtx)
 	defer stopTaking()
 	m, gen, changed, probeAt := e.next(stop, stopTaking)
-	if m == modeWait {
+	if m == takeNone {
 		var due <-chan time.Time
 		if !probeAt.IsZero() {
 			t := time.NewTimer(time.Until(probeAt))
@@ -249,7 +266,7 @@ func (e *engine) subscribe(consumeCtx, handlerCtx context.Context) (more bool, e
 	defer e.ended(gen)
 	return e.mode.subscribe(subscription{
 		consumeCtx: consumeCtx, stopCtx: stopCtx, takeCtx: takeCtx, handlerCtx: handlerCtx,
-		stopTaking: stopTaking, probe: m == modeProbe,
+		stopTaking: stopTaking, probe: m == takeProbe,
 	})
 }
 

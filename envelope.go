@@ -32,12 +32,16 @@ type Envelope struct {
 	Error         string         // the last failure's reason (retries, dead letters, parked)
 	ReplyTo       string         // where a reply goes; AMQP reply-to
 	Key           string         // the ordering key (see Ordered); header x-acemq-key, only when set
+	Due           time.Time      // when a delayed message (After, At) was due; header x-acemq-due, only on such a message
 	Headers       map[string]any // the application's headers
 
 	// reserved holds x-acemq- headers the fields above do not stand for,
 	// such as a routing slip's: see Reserved, SetReserved and
 	// ReservedHeader.
 	reserved map[string]any
+	// cipherKey is CipherHeader's value, the key a sealed body names
+	// (cipher.go); Reserved and SetReserved show it as that header.
+	cipherKey string
 }
 
 // ReservedPrefix is the header namespace the engine owns. Application
@@ -46,9 +50,9 @@ type Envelope struct {
 const ReservedPrefix = "x-acemq-"
 
 // The reserved headers. Wire format v2 writes only version, causation-id,
-// attempt, error and key (the ordering key, which the consistent-hash
-// exchange of an ordered queue hashes), each only when it differs from the
-// default; the others are v1's, read (and winning over the property) so
+// attempt, error, key (the ordering key, which the consistent-hash
+// exchange of an ordered queue hashes) and due (a delayed message's due
+// time, see After), each only when it differs from the default; the others are v1's, read (and winning over the property) so
 // that queues written by earlier builds drain, and never written.
 const (
 	hdrVersion     = "x-acemq-version"
@@ -56,6 +60,7 @@ const (
 	hdrAttempt     = "x-acemq-attempt"
 	hdrError       = "x-acemq-error"
 	hdrKey         = "x-acemq-key"
+	hdrDue         = "x-acemq-due"
 
 	hdrID            = "x-acemq-id"             // v1: message-id in v2
 	hdrType          = "x-acemq-type"           // v1: type in v2
@@ -143,6 +148,12 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	if e.Key != "" {
 		extra++
 	}
+	if e.cipherKey != "" {
+		extra++
+	}
+	if !e.Due.IsZero() {
+		extra++
+	}
 	clean := true
 	for k := range e.Headers {
 		if isReserved(k) || moved && isBrokerHeader(k) {
@@ -184,6 +195,12 @@ func render(e *Envelope, exchange, key, contentType string, body []byte, moved b
 	if e.Key != "" {
 		h[hdrKey] = e.Key
 	}
+	if e.cipherKey != "" {
+		h[CipherHeader] = e.cipherKey
+	}
+	if !e.Due.IsZero() {
+		h[hdrDue] = formatDue(e.Due)
+	}
 	if len(h) > 0 {
 		m.Headers = h
 	}
@@ -217,7 +234,7 @@ func wireTime(t time.Time) time.Time {
 func isFieldHeader(name string) bool {
 	switch strings.ToLower(name) {
 	case hdrID, hdrType, hdrVersion, hdrCorrelationID, hdrCausationID,
-		hdrAttempt, hdrFirstSeen, hdrOrigin, hdrError, hdrKey, transport.UnreadableHeaders:
+		hdrAttempt, hdrFirstSeen, hdrOrigin, hdrError, hdrKey, hdrDue, transport.UnreadableHeaders:
 		return true
 	}
 	return false
@@ -273,12 +290,16 @@ func parseEnvelope(m *transport.Message) (*Envelope, error) {
 			note(readString(k, v, &e.Error))
 		case hdrKey:
 			note(readString(k, v, &e.Key))
+		case CipherHeader:
+			note(readString(k, v, &e.cipherKey))
 		case hdrVersion:
 			note(readInt(k, v, 1, math.MaxInt32, &e.Version))
 		case hdrAttempt:
 			note(readInt(k, v, 1, maxAttempt, &e.Attempt))
 		case hdrFirstSeen:
 			note(readTime(k, v, &e.FirstSeen))
+		case hdrDue:
+			note(readTime(k, v, &e.Due))
 		case transport.UnreadableHeaders:
 			note(errors.New(fmt.Sprint(v)))
 		default:

@@ -3,6 +3,7 @@ package acemq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -79,7 +80,7 @@ func TestErrorTexts(t *testing.T) {
 					_, err := acemq.NewConsumer(c, q, handle, acemq.Concurrency(0), acemq.Prefetch(0))
 					return err
 				}(),
-				want: `acemq: consumer of ` + quote(q) + `: Concurrency\(0\): want 1 or more\nPrefetch\(0\): want 1 or more`,
+				want: `acemq: consumer of ` + quote(q) + `: Concurrency\(0\): want 1 or more\nPrefetch\(0\): want 1 to 65535`,
 			},
 			{
 				name: "NoDeclare and nothing there",
@@ -120,17 +121,57 @@ func TestForeignErrorTextPassesThrough(t *testing.T) {
 	assert.Equal(t, `acemq: publishing m-1 to the default exchange with key "orders": billing: charge 42: acemq: the upstream said so`, err.Error())
 }
 
-// TestABareSentinelIsNotPrefixedTwice: a transport that returns a sentinel
-// as it is gets the publish's context after the sentinel's text, not a
-// second "acemq: " before it.
-func TestABareSentinelIsNotPrefixedTwice(t *testing.T) {
+// TestABareSentinelReadsWithOnePrefixEach: a transport that returns one
+// of package transport's sentinels as it is gets acemq's context before
+// it, as any cause does, and the text has one prefix per package; the
+// error is errors.Is the sentinel and acemq's sentinel of its kind. An
+// unroutable publish names where it went, since the bare sentinel does not.
+func TestABareSentinelReadsWithOnePrefixEach(t *testing.T) {
 	t.Parallel()
-	for _, sentinel := range []error{acemq.ErrClosed, acemq.ErrNacked, acemq.ErrUnroutable, acemq.ErrNotFound} {
-		c := connectURL(t, acemqtest.Memory(t), acemq.WithTransport(failingPublish{Transport: memory.New(t.Name()), err: sentinel}))
+	for _, tc := range []struct{ sentinel, is error }{
+		{transport.ErrClosed, acemq.ErrClosed},
+		{transport.ErrNacked, acemq.ErrNacked},
+		{transport.ErrUnroutable, acemq.ErrUnroutable},
+		{transport.ErrNotFound, acemq.ErrNotFound},
+		{transport.ErrTopologyConflict, acemq.ErrTopologyConflict},
+	} {
+		c := connectURL(t, acemqtest.Memory(t), acemq.WithTransport(failingPublish{Transport: memory.New(t.Name()), err: tc.sentinel}))
 		err := acemq.NewPublisher[OrderPlaced](c, "orders", "placed").Send(ctxT(t), OrderPlaced{}, acemq.MessageID("m-1"))
-		require.ErrorIs(t, err, sentinel)
-		assert.Equal(t, sentinel.Error()+`: publishing m-1 to exchange "orders" with key "placed"`, err.Error())
+		require.ErrorIs(t, err, tc.sentinel)
+		require.ErrorIs(t, err, tc.is)
+		assert.Equal(t, `acemq: publishing m-1 to exchange "orders" with key "placed": `+tc.sentinel.Error(), err.Error())
+		assert.True(t, strings.HasPrefix(tc.sentinel.Error(), "transport: "), tc.sentinel.Error())
 		assert.Equal(t, 1, countPrefix(err.Error()), err.Error())
+	}
+}
+
+// TestSentinelsOfBothPackages: acemq's sentinels read "acemq: " and
+// package transport's "transport: "; each is errors.Is its counterpart,
+// both ways, and no other.
+func TestSentinelsOfBothPackages(t *testing.T) {
+	t.Parallel()
+	pairs := [][2]error{
+		{acemq.ErrClosed, transport.ErrClosed},
+		{acemq.ErrUnroutable, transport.ErrUnroutable},
+		{acemq.ErrNacked, transport.ErrNacked},
+		{acemq.ErrTopologyConflict, transport.ErrTopologyConflict},
+		{acemq.ErrNotFound, transport.ErrNotFound},
+	}
+	for i, p := range pairs {
+		assert.True(t, strings.HasPrefix(p[0].Error(), "acemq: "), p[0].Error())
+		assert.Equal(t, strings.TrimPrefix(p[0].Error(), "acemq: "), strings.TrimPrefix(p[1].Error(), "transport: "))
+		assert.ErrorIs(t, p[0], p[1])
+		assert.ErrorIs(t, p[1], p[0])
+		assert.ErrorIs(t, fmt.Errorf("rabbitmq: x: %w", p[1]), p[0])
+		for j, q := range pairs {
+			if i != j {
+				assert.NotErrorIs(t, p[0], q[1])
+				assert.NotErrorIs(t, p[1], q[0])
+			}
+		}
+	}
+	for _, err := range []error{transport.ErrLocked, transport.ErrMissingPlugin} {
+		assert.True(t, strings.HasPrefix(err.Error(), "transport: "), err.Error())
 	}
 }
 

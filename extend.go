@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 )
 
 // This file is what a package extending acemq builds on: acemq's own
@@ -128,15 +129,23 @@ func checkReserved(name string, value any) error {
 
 // Reserved returns a copy of the reserved x-acemq- headers e carries
 // besides the ones its fields stand for (a routing slip's, say, or one a
-// newer engine wrote), or nil when there are none. A consumer reads what
-// ReservedHeader set with it; a package that stores envelopes (the outbox)
+// newer engine wrote, or CipherHeader on a sealed message), or nil when
+// there are none. A consumer reads what ReservedHeader set with it; a
+// package that stores envelopes (the outbox)
 // keeps them with it, so that a message published later carries them too.
 // A nil e gives nil.
 func (e *Envelope) Reserved() map[string]any {
-	if e == nil || len(e.reserved) == 0 {
+	if e == nil || len(e.reserved) == 0 && e.cipherKey == "" {
 		return nil
 	}
-	return maps.Clone(e.reserved)
+	m := maps.Clone(e.reserved)
+	if e.cipherKey != "" {
+		if m == nil {
+			m = make(map[string]any, 1)
+		}
+		m[CipherHeader] = e.cipherKey
+	}
+	return m
 }
 
 // SetReserved sets the reserved header name on e, as ReservedHeader does on
@@ -150,6 +159,11 @@ func (e *Envelope) SetReserved(name string, value any) error {
 	}
 	if err := checkReserved(name, value); err != nil {
 		return err
+	}
+	if strings.EqualFold(name, CipherHeader) {
+		// A key ID the envelope keeps in a field of its own (cipher.go).
+		e.cipherKey = ""
+		return readString(name, value, &e.cipherKey)
 	}
 	if e.reserved == nil {
 		e.reserved = make(map[string]any)

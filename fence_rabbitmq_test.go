@@ -9,7 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
-	"github.com/acemq/acemq/internal/netproxy"
+	"github.com/acemq/acemq/acemqtest/netproxy"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 	"github.com/stretchr/testify/require"

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/acemq/acemq/internal/ordering"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -16,13 +15,13 @@ type ConsumerState string
 
 // The states a ConsumerHealth reports. A consumer is in HealthReport from
 // its constructor (NewConsumer, NewBatchConsumer, NewRouter) until its
-// Conn closes, whatever its Run does; Health fails while one is faulted or
-// waiting (and, as ever, while one is paused or tripped), unless it is
-// Nonessential.
+// Close or its Conn's, whatever its Run does; Health fails while one is
+// not running, faulted, stuck or waiting (and, as ever, while one is
+// paused or tripped), unless it is Nonessential.
 const (
-	// StateStarting: made but not running (Run not called yet), or Run has
-	// begun and its subscription is not up yet. Since is when it was
-	// made, or when Run began.
+	// StateStarting: made but not running (Run not called yet: Err wraps
+	// ErrNotRunning), or Run has begun and its subscription is not up yet
+	// (Err is nil). Since is when it was made, or when Run began.
 	StateStarting ConsumerState = "starting"
 	// StateConsuming: Run runs and takes deliveries; on a transport that
 	// reports its subscriptions (transport.Subscriptions, as both shipped
@@ -44,8 +43,15 @@ const (
 	// returns the error). Err wraps ErrFaulted and the cause; Since is
 	// when it faulted. A Consumer's next Run clears it.
 	StateFaulted ConsumerState = "faulted"
+	// StateStuck: Run runs, and one of its handlers has held a delivery
+	// for longer than StuckAfter (DefaultStuckAfter, 15 minutes, unless
+	// given). Err wraps ErrStuck and names the message; Since is when
+	// that handler call began. It ends when the call returns.
+	StateStuck ConsumerState = "stuck"
 	// StateStopped: its Run returned nil after its ctx ended, or ErrClosed
-	// because the Conn shut down. Since is when.
+	// because the Conn shut down. Nothing consumes: Err wraps
+	// ErrNotRunning. Since is when. (A consumer stopped with Close is not
+	// in the report at all.)
 	StateStopped ConsumerState = "stopped"
 )
 
@@ -57,10 +63,17 @@ type ConsumerHealth struct {
 	// State is how it stands, Since since when.
 	State ConsumerState
 	Since time.Time
-	// Err is nil while it is starting, consuming or stopped; otherwise it
-	// says why, in the words Health uses, and wraps ErrUnavailable
-	// (waiting), ErrPaused, ErrTripped or ErrFaulted, as its State says.
+	// Err is nil while it is consuming, or starting within a Run;
+	// otherwise it says why, in the words Health uses, and wraps
+	// ErrNotRunning (starting before any Run, or stopped), ErrUnavailable
+	// (waiting), ErrPaused, ErrTripped, ErrStuck or ErrFaulted, as its
+	// State says.
 	Err error
+	// InFlightFor is how long the oldest of its handler calls running now
+	// has held its delivery (a batch handler's call holds its batch); 0
+	// when none runs. Over StuckAfter, the consumer is stuck. The gauge
+	// acemq.consumer.oldest_inflight reports the same.
+	InFlightFor time.Duration
 	// Partitions are the partitions of an Ordered consumer this instance
 	// holds now, in order, as Consumer.Partitions returns them: none
 	// while it holds none or is not running, and always none for one that
@@ -80,7 +93,8 @@ type HealthReport struct {
 	// ErrUnavailable and the transport's own error.
 	Connection error
 	// Consumers are the Conn's Consumers and Routers, by queue and then by
-	// kind: every one made on it, running or not, until the Conn closes.
+	// kind: every one made on it, running or not, until its Close or the
+	// Conn's.
 	Consumers []ConsumerHealth
 }
 
@@ -164,6 +178,9 @@ func (e *engine) setFault(err error) {
 // health reports the engine's state for HealthReport.
 func (e *engine) health() ConsumerHealth {
 	h := ConsumerHealth{Queue: e.queue, Kind: e.who, Nonessential: e.cfg.nonessential, Partitions: e.partitions()}
+	var oldest string
+	var began time.Time
+	h.InFlightFor, oldest, began = e.busy.oldest(nowNano())
 	l := &e.life
 	l.mu.Lock()
 	state, since, err, fault, faultSince := l.state, l.since, l.err, l.fault, l.faultSince
@@ -174,6 +191,21 @@ func (e *engine) health() ConsumerHealth {
 		return h
 	case state == StateFaulted:
 		h.State, h.Since, h.Err = StateFaulted, since, &faultError{since: since, err: err}
+		return h
+	case state == StateStopped:
+		h.State, h.Since = state, since
+		h.Err = &stateError{sentinel: ErrNotRunning, text: fmt.Sprintf("%s of %q is not running: its Run returned at %s, and nothing consumes the queue (Close it if that is meant)",
+			e.who, e.queue, stamp(since))}
+		return h
+	case state == StateStarting && !e.running.Load():
+		h.State, h.Since = state, since
+		h.Err = &stateError{sentinel: ErrNotRunning, text: fmt.Sprintf("%s of %q is not running: made at %s, and its Run not called",
+			e.who, e.queue, stamp(since))}
+		return h
+	case h.InFlightFor > e.cfg.stuckAfter:
+		h.State, h.Since = StateStuck, began
+		h.Err = &stateError{sentinel: ErrStuck, text: fmt.Sprintf("%s of %q is stuck: a handler has held message %s since %s (%v, over StuckAfter's %v)",
+			e.who, e.queue, oldest, stamp(began), h.InFlightFor.Round(time.Second), e.cfg.stuckAfter)}
 		return h
 	case state != StateConsuming:
 		h.State, h.Since = state, since
@@ -212,15 +244,8 @@ func (e *engine) health() ConsumerHealth {
 // its held partitions'. ok is false when none runs.
 func (e *engine) subscription() (sub transport.Subscription, ok bool) {
 	subs := e.conn.caps.subs
-	queues := []string{e.queue}
-	if _, ordered := e.mode.(*orderedMode); ordered {
-		queues = []string{ordering.MembersQueue(e.queue)}
-		for _, i := range e.partitions() {
-			queues = append(queues, PartitionQueue(e.queue, i))
-		}
-	}
 	sub.Consuming = true
-	for _, q := range queues {
+	for _, q := range e.mode.subscribed() {
 		s, found := subs.Subscription(q)
 		switch {
 		case !found:

@@ -13,16 +13,19 @@ import (
 )
 
 // probes are a service's readiness and liveness handlers. Readiness fails
-// when the broker is unavailable or a consumer is faulted (its Run
-// returned an error, or a Router has an invalid route): either way nothing
-// consumes its queue. A consumer paused on purpose, or by its kill switch
-// while a database is down, is no reason to take the pod out of service.
-// Liveness fails only once the Conn is closed.
+// when the broker is unavailable, when a consumer is not running (never
+// run, or its Run returned), faulted (its Run returned an error, or a
+// Router has an invalid route) or stuck (a handler has held a delivery
+// past StuckAfter): in each case a queue is not being consumed. A consumer
+// paused on purpose, or by its kill switch while a database is down, is no
+// reason to take the pod out of service. Liveness fails only once the
+// Conn is closed.
 func probes(mq *acemq.Conn) (ready, live http.HandlerFunc) {
 	ready = func(w http.ResponseWriter, r *http.Request) {
 		err := mq.Health(r.Context())
 		switch {
-		case errors.Is(err, acemq.ErrUnavailable), errors.Is(err, acemq.ErrFaulted), errors.Is(err, acemq.ErrClosed):
+		case errors.Is(err, acemq.ErrUnavailable), errors.Is(err, acemq.ErrNotRunning), errors.Is(err, acemq.ErrFaulted),
+			errors.Is(err, acemq.ErrStuck), errors.Is(err, acemq.ErrClosed):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		case err != nil: // paused or tripped: ready, and says so
 			fmt.Fprintln(w, "ready; degraded:", err)
@@ -50,12 +53,13 @@ func stateOf(mq *acemq.Conn, queue string) acemq.ConsumerState {
 	return ""
 }
 
-// Every consumer is in HealthReport from its constructor until the Conn
-// closes, with its state: starting, consuming, paused (or tripped, by its
-// kill switch), stopped once its Run returned, faulted when it cannot
-// consume. A paused consumer shows in Health as ErrPaused and the
-// readiness probe stays ready; a faulted one fails it, unless it is
-// Nonessential.
+// Every consumer is in HealthReport from its constructor until its Close
+// or the Conn's, with its state: starting, consuming, paused (or tripped,
+// by its kill switch), stopped once its Run returned, faulted when it
+// cannot consume. A paused consumer shows in Health as ErrPaused and the
+// readiness probe stays ready; one made and not run yet, a stopped one and
+// a faulted one fail it, unless it is Nonessential. Close takes a consumer
+// out for good.
 func ExampleConn_HealthReport() {
 	ctx := context.Background()
 	mq, err := acemq.Connect(ctx, "memory://example-health")
@@ -86,6 +90,7 @@ func ExampleConn_HealthReport() {
 	}
 	fmt.Println("made:")
 	show()
+	fmt.Println("not running:", errors.Is(mq.Health(ctx), acemq.ErrNotRunning), "ready", probe(ready, "/ready"))
 
 	orders.Pause() // an operator's deliberate pause
 	runCtx, stop := context.WithCancel(ctx)
@@ -115,7 +120,20 @@ func ExampleConn_HealthReport() {
 	acemq.Route(billing, handle)
 	fmt.Println("stopped, and a faulted router:")
 	show()
-	fmt.Println("faulted:", errors.Is(mq.Health(ctx), acemq.ErrFaulted), "ready", probe(ready, "/ready"), "live", probe(live, "/live"))
+	err = mq.Health(ctx)
+	fmt.Println("faulted:", errors.Is(err, acemq.ErrFaulted), "not running:", errors.Is(err, acemq.ErrNotRunning),
+		"ready", probe(ready, "/ready"), "live", probe(live, "/live"))
+
+	// The service is done with both: Close takes them off the Conn.
+	if err := orders.Close(); err != nil {
+		log.Fatal(err)
+	}
+	if err := billing.Close(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("closed:")
+	show()
+	fmt.Println("healthy:", mq.Health(ctx) == nil, "ready", probe(ready, "/ready"))
 
 	if err := mq.Close(); err != nil {
 		log.Fatal(err)
@@ -125,6 +143,7 @@ func ExampleConn_HealthReport() {
 	// made:
 	//   router audit faulted nonessential: true
 	//   consumer orders starting nonessential: false
+	// not running: true ready 503
 	// paused: true faulted: false unavailable: false
 	// ready 200
 	// resumed:
@@ -134,6 +153,9 @@ func ExampleConn_HealthReport() {
 	//   router audit faulted nonessential: true
 	//   router billing faulted nonessential: false
 	//   consumer orders stopped nonessential: false
-	// faulted: true ready 503 live 200
+	// faulted: true not running: true ready 503 live 200
+	// closed:
+	//   router audit faulted nonessential: true
+	// healthy: true ready 200
 	// live after Close: 503
 }

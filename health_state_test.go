@@ -66,7 +66,11 @@ func TestRouterRoutedTwiceIsFaulted(t *testing.T) {
 		h := consumerHealth(t, c, q)
 		assert.Equal(t, acemq.StateStarting, h.State)
 		assert.Equal(t, "router", h.Kind)
-		require.NoError(t, c.Health(ctxT(t)), "one route, not run yet")
+		// Not run yet: nothing consumes (issue 37 item 6), but nothing is
+		// faulted either.
+		notRun := c.Health(ctxT(t))
+		require.ErrorIs(t, notRun, acemq.ErrNotRunning, "one route, not run yet")
+		assert.NotErrorIs(t, notRun, acemq.ErrFaulted, "one route, not run yet")
 
 		before := time.Now().Add(-time.Second) // Since is stamped to the second in texts, not in the field
 		acemq.Route(r, nop[OrderPlaced], acemq.TypeName("Deposited"))
@@ -137,7 +141,11 @@ func TestRunErrorFaults(t *testing.T) {
 				}
 				cons, err := acemq.NewConsumer(c, q, nop[OrderPlaced], opts...)
 				require.NoError(t, err)
-				require.NoError(t, c.Health(ctxT(t)), "made, not run")
+				if tc.nonessential {
+					require.NoError(t, c.Health(ctxT(t)), "made, not run, Nonessential")
+				} else {
+					require.ErrorIs(t, c.Health(ctxT(t)), acemq.ErrNotRunning, "made, not run")
+				}
 
 				before := time.Now()
 				runErr := cons.Run(ctxT(t)) // NoDeclare: the queues do not exist
@@ -171,8 +179,9 @@ func TestRunErrorFaults(t *testing.T) {
 }
 
 // TestStartingConsumingStopped: a consumer is in the report from
-// NewConsumer on, starting; consuming while Run runs; stopped, with no
-// error, once Run returned nil, and it stays there.
+// NewConsumer on, starting; consuming while Run runs; stopped once Run
+// returned nil, and it stays there. Before Run and after it, nothing
+// consumes: Err and Health wrap ErrNotRunning (issue 37 item 6).
 func TestStartingConsumingStopped(t *testing.T) {
 	t.Parallel()
 	onBrokers(t, func(t *testing.T, url string) {
@@ -184,7 +193,8 @@ func TestStartingConsumingStopped(t *testing.T) {
 		h := consumerHealth(t, c, q)
 		assert.Equal(t, acemq.StateStarting, h.State)
 		assert.False(t, h.Since.Before(made), "starting since %v, made at %v", h.Since, made)
-		assert.NoError(t, h.Err)
+		require.ErrorIs(t, h.Err, acemq.ErrNotRunning)
+		assert.Contains(t, h.Err.Error(), fmt.Sprintf("consumer of %q is not running: made at ", q))
 		assert.Nil(t, h.Partitions, "not Ordered")
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -203,8 +213,9 @@ func TestStartingConsumingStopped(t *testing.T) {
 		h = consumerHealth(t, c, q)
 		assert.Equal(t, acemq.StateStopped, h.State)
 		assert.False(t, h.Since.Before(stopped), "stopped since %v, cancelled at %v", h.Since, stopped)
-		assert.NoError(t, h.Err)
-		require.NoError(t, c.Health(ctxT(t)), "a stopped consumer is no error")
+		require.ErrorIs(t, h.Err, acemq.ErrNotRunning)
+		assert.Contains(t, h.Err.Error(), fmt.Sprintf("consumer of %q is not running: its Run returned at ", q))
+		require.ErrorIs(t, c.Health(ctxT(t)), acemq.ErrNotRunning, "a stopped consumer: nothing consumes")
 	})
 }
 

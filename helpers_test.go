@@ -156,7 +156,7 @@ func declareQueueNamed(t *testing.T, c *acemq.Conn, name string) string {
 
 // countPrefix counts the acemq: prefixes in an error text: one, at its
 // front, for an error acemq made whose causes are acemq's own or foreign.
-// (A transport wraps a sentinel without its text, which begins "acemq: ".)
+// (A transport's sentinels read "transport: ".)
 func countPrefix(s string) int { return strings.Count(s, "acemq:") }
 
 // transportPrefix is how the errors of the transport behind url begin.

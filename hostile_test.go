@@ -2,6 +2,7 @@ package acemq_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -46,6 +47,10 @@ func TestHostileInputIsParkedWithItsReason(t *testing.T) {
 			acemq.OutcomeParked, "the envelope is unreadable: header x-acemq-attempt is -1, want 1 to 1000000"},
 		{"first seen unparseable", transport.Message{ContentType: "application/json", Body: []byte("{}"), Headers: map[string]any{"x-acemq-first-seen": "last tuesday"}},
 			acemq.OutcomeParked, `the envelope is unreadable: header x-acemq-first-seen is "last tuesday", want an RFC 3339 time`},
+		{"headers over MaxHeaderSize", transport.Message{ContentType: "application/json", Body: []byte("{}"), Headers: map[string]any{"x-blob": strings.Repeat("h", 200<<10)}},
+			acemq.OutcomeParked, "the headers are 204816 bytes, over the limit of 131072 (MaxHeaderSize)"},
+		{"many headers over MaxHeaderSize", transport.Message{ContentType: "application/json", Body: []byte("{}"), Headers: manyHeaders(100, 10<<10)},
+			acemq.OutcomeParked, "the headers are "},
 		{"foreign, no acemq headers", transport.Message{ContentType: "application/json", Body: []byte(`{"orderId":"f"}`), MessageID: "legacy-1"},
 			acemq.OutcomeAcked, ""},
 	} {
@@ -85,4 +90,13 @@ func TestHostileInputIsParkedWithItsReason(t *testing.T) {
 			assert.Equal(t, acemq.OutcomeAcked, got.next(t).Outcome)
 		})
 	}
+}
+
+// manyHeaders is n headers of size bytes each.
+func manyHeaders(n, size int) map[string]any {
+	h := make(map[string]any, n)
+	for i := range n {
+		h[fmt.Sprintf("x-h%03d", i)] = strings.Repeat("v", size)
+	}
+	return h
 }

@@ -58,7 +58,7 @@ const (
 //
 // A zero field takes its default (see KillSwitchPolicy); a negative one,
 // or a Threshold above 1, fails NewConsumer (and Router.Run).
-func KillSwitch(p KillSwitchPolicy) ConsumerOption {
+func KillSwitch(p KillSwitchPolicy) AnyConsumerOption {
 	return consumerOptionFunc(func(c *consumerConfig) {
 		p, err := p.normalize()
 		if err != nil {

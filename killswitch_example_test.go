@@ -55,7 +55,7 @@ func ExampleKillSwitch() {
 			log.Fatal(r.Err)
 		}
 	}
-	for mq.Health(ctx) == nil {
+	for !errors.Is(mq.Health(ctx), acemq.ErrTripped) {
 		time.Sleep(time.Millisecond)
 	}
 	health := mq.Health(ctx).Error()
@@ -107,7 +107,7 @@ func ExampleConsumer_Pause() {
 	if err := acemq.NewPublisher[OrderPlaced](mq, "", "orders").Send(ctx, OrderPlaced{OrderID: "A-1"}); err != nil {
 		log.Fatal(err)
 	}
-	for mq.Health(ctx) == nil { // until Run is running, paused
+	for !errors.Is(mq.Health(ctx), acemq.ErrPaused) { // until Run is running, paused
 		time.Sleep(time.Millisecond)
 	}
 	info, err := mq.Transport().Inspect(ctx, "orders")

@@ -39,9 +39,13 @@ type instruments struct {
 	blockedKeys     metric.Int64ObservableGauge
 	batchSize       metric.Float64Histogram
 	keyless         metric.Int64Counter
+	fencedTotal     metric.Int64Counter
+	redelivered     metric.Int64Counter
+	oldestInFlight  metric.Float64ObservableGauge
+	delayLateness   metric.Float64Histogram
 
 	meter        metric.Meter
-	registration metric.Registration // paused's callback, until the Conn closes
+	registration metric.Registration // paused's and oldestInFlight's callback, until the Conn closes
 	regMu        sync.Mutex
 
 	mu    sync.RWMutex
@@ -59,7 +63,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(meterName)
 	var (
 		in   instruments
-		errs [9]error
+		errs [13]error
 	)
 	in.meter = m
 	in.publishTotal, errs[0] = m.Int64Counter("acemq.publish.total",
@@ -89,6 +93,18 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	in.keyless, errs[8] = m.Int64Counter("acemq.consumer.keyless.total",
 		metric.WithDescription("Messages without a key that an ordered consumer parked (not counted with OrderPolicy.AllowKeyless)."),
 		metric.WithUnit("{message}"))
+	in.fencedTotal, errs[9] = m.Int64Counter("acemq.consumer.fenced.total",
+		metric.WithDescription("Deliveries of an ordered consumer given back unsettled because the handler's write was refused for its fencing token (ErrPartitionLost)."),
+		metric.WithUnit("{message}"))
+	in.redelivered, errs[10] = m.Int64Counter("acemq.consume.redelivered.total",
+		metric.WithDescription("Deliveries the broker had delivered before without a settlement (a consumer that died holding them, or gave them back), by the outcome they settled with now."),
+		metric.WithUnit("{message}"))
+	in.oldestInFlight, errs[11] = m.Float64ObservableGauge("acemq.consumer.oldest_inflight",
+		metric.WithDescription("How long the oldest delivery a running consumer of the queue holds in a handler has been there (0 when none); over StuckAfter, Health reports the consumer stuck."),
+		metric.WithUnit("s"))
+	in.delayLateness, errs[12] = m.Float64Histogram("acemq.consumer.delay.lateness",
+		metric.WithDescription("How long after its due time (After, At) a delayed message reached its consumer, on its first delivery; negative would mean early, which acemq never is by its own clock."),
+		metric.WithUnit("s"))
 	for _, err := range errs {
 		if err != nil {
 			return nil, err
@@ -108,7 +124,7 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 		return opts
 	}
 	kv := []attribute.KeyValue{attrSystem.String("rabbitmq"), attrDestination.String(destination)}
-	if outcome != "" { // the batch size and the keyless count have no outcome
+	if outcome != "" { // the batch size and the keyless and fenced counts have no outcome
 		kv = append(kv, attrOutcome.String(outcome))
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(kv...))
@@ -125,17 +141,30 @@ func (in *instruments) attributes(destination, outcome string) *attrOpts {
 	return opts
 }
 
-// observePaused reports acemq.consumer.paused from count, the number of
-// paused consumers of each queue that has running ones, at each collection
-// until stopObserving.
-func (in *instruments) observePaused(count func() map[string]int64) error {
+// forget drops the attributes built for destination: a queue no consumer
+// of the Conn takes from any more. They are built again if it comes back.
+func (in *instruments) forget(destination string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	delete(in.attrs, destination)
+}
+
+// observeConsumers reports, at each collection until stopObserving,
+// acemq.consumer.paused from paused, the number of paused consumers of each
+// queue that has running ones, and acemq.consumer.oldest_inflight from
+// oldest, the age of the oldest delivery in a handler of each such queue.
+func (in *instruments) observeConsumers(paused func() map[string]int64, oldest func() map[string]time.Duration) error {
 	reg, err := in.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		for queue, n := range count() {
+		for queue, n := range paused() {
 			o.ObserveInt64(in.paused, n, metric.WithAttributeSet(attribute.NewSet(
 				attrSystem.String("rabbitmq"), attrDestination.String(queue))))
 		}
+		for queue, age := range oldest() {
+			o.ObserveFloat64(in.oldestInFlight, age.Seconds(), metric.WithAttributeSet(attribute.NewSet(
+				attrSystem.String("rabbitmq"), attrDestination.String(queue))))
+		}
 		return nil
-	}, in.paused)
+	}, in.paused, in.oldestInFlight)
 	if err != nil {
 		return err
 	}
@@ -145,7 +174,7 @@ func (in *instruments) observePaused(count func() map[string]int64) error {
 	return nil
 }
 
-// stopObserving unregisters the paused gauge's callback.
+// stopObserving unregisters the paused and oldest_inflight gauges' callback.
 func (in *instruments) stopObserving() {
 	in.regMu.Lock()
 	defer in.regMu.Unlock()
@@ -176,6 +205,23 @@ func (in *instruments) settled(ctx context.Context, queue string, o Outcome, sec
 	if o == OutcomeRejected || o == OutcomeDeadLettered {
 		in.deadLettered.Add(ctx, 1, opts.add...)
 	}
+}
+
+// lateness records how late a delayed message of queue arrived.
+func (in *instruments) lateness(ctx context.Context, queue string, seconds float64) {
+	in.delayLateness.Record(ctx, seconds, in.attributes(queue, "").record...)
+}
+
+// redelivery records a delivery of queue that the broker had delivered
+// before, settled now with outcome.
+func (in *instruments) redelivery(ctx context.Context, queue string, outcome Outcome) {
+	in.redelivered.Add(ctx, 1, in.attributes(queue, string(outcome)).add...)
+}
+
+// fenced records a delivery of queue given back because its handler's
+// write was fenced (it answered with ErrPartitionLost).
+func (in *instruments) fenced(ctx context.Context, queue string) {
+	in.fencedTotal.Add(ctx, 1, in.attributes(queue, "").add...)
 }
 
 // parkedKeyless records a message without a key that an ordered consumer

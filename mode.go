@@ -26,6 +26,17 @@ type deliveryMode interface {
 	// subscribe runs one subscription until it ends and reports whether
 	// run should subscribe again (see engine.subscribe).
 	subscribe(s subscription) (more bool, err error)
+	// checkKind fails when the broker has the queue's name as the other
+	// kind, plain or ordered (onekind.go).
+	checkKind(ctx context.Context) error
+	// admit is the mode's own check of a delivery, after the envelope and
+	// the size: ok false with the verdict that settles it otherwise.
+	admit(d transport.Delivery, env *Envelope) (v verdict, ok bool)
+	// held is the partitions this instance holds now, in order (nil for
+	// a mode without partitions); subscribed the queues whose transport
+	// subscriptions say whether the engine consumes (Health).
+	held() []int
+	subscribed() []string
 }
 
 // subscription is one subscription's contexts, as engine.subscribe made
@@ -44,8 +55,11 @@ type subscription struct {
 // a time.
 type plainMode struct{ e *engine }
 
-func (m plainMode) label() string                       { return "" }
-func (m plainMode) checkDeclared(context.Context) error { return nil }
+func (m plainMode) label() string                                       { return "" }
+func (m plainMode) checkDeclared(context.Context) error                 { return nil }
+func (m plainMode) admit(transport.Delivery, *Envelope) (verdict, bool) { return verdict{}, true }
+func (m plainMode) held() []int                                         { return nil }
+func (m plainMode) subscribed() []string                                { return []string{m.e.queue} }
 
 func (m plainMode) declare(ctx context.Context) error {
 	if err := m.e.conn.t.Declare(ctx, m.topology()...); err != nil {

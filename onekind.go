@@ -23,18 +23,27 @@ import (
 
 // checkKind fails when the broker has the engine's queue name as the other
 // kind: a plain queue of the name for an Ordered engine, an ordered
-// queue's first partition (and no plain queue) for any other. Each error
-// says what exists and how to migrate.
-func (e *engine) checkKind(ctx context.Context) error {
-	if e.cfg.order != nil {
-		found, err := e.queueExists(ctx, e.queue)
-		if err != nil || !found {
-			return err
-		}
-		return fmt.Errorf("acemq: ordered %s of %q: the broker has a plain queue %q, which its producers reach through the default exchange; an ordered queue of that name would strand it and its messages. "+
-			"To migrate, stop its consumers, start the ordered one on another name, move the messages there (acemq replay %s NEW) and delete %q (docs/ordering.md, \"Migrating a plain queue to ordered\")",
-			e.who, e.queue, e.queue, e.queue, e.queue)
+// queue's first partition (and no plain queue) for any other (each mode's
+// checkKind). Each error says what exists and how to migrate.
+func (e *engine) checkKind(ctx context.Context) error { return e.mode.checkKind(ctx) }
+
+// checkKind, for an ordered engine, fails when the broker has a plain
+// queue of the name.
+func (m *orderedMode) checkKind(ctx context.Context) error {
+	e := m.e
+	found, err := e.queueExists(ctx, e.queue)
+	if err != nil || !found {
+		return err
 	}
+	return fmt.Errorf("acemq: ordered %s of %q: the broker has a plain queue %q, which its producers reach through the default exchange; an ordered queue of that name would strand it and its messages. "+
+		"To migrate, stop its consumers, start the ordered one on another name, move the messages there (acemq replay %s NEW) and delete %q (docs/ordering.md, \"Migrating a plain queue to ordered\")",
+		e.who, e.queue, e.queue, e.queue, e.queue)
+}
+
+// checkKind, for a plain (or batch) engine, fails when the broker has the
+// name as an ordered queue: its first partition and no plain queue.
+func (m plainMode) checkKind(ctx context.Context) error {
+	e := m.e
 	first := PartitionQueue(e.queue, 0)
 	found, err := e.queueExists(ctx, first)
 	if err != nil || !found {

@@ -54,8 +54,11 @@ const (
 // A message without a key is parked, unless OrderPolicy.AllowKeyless. The
 // queue's name must not be a plain queue's: NewConsumer fails when the
 // broker has a queue of that name. docs/ordering.md tells the whole story.
+// Partitions outside 1 to 1024 (0 is the default) fails the constructor.
+// Ordered is a ConsumerOption alone: NewBatchConsumer does not compile
+// with it.
 func Ordered(p OrderPolicy) ConsumerOption {
-	return consumerOptionFunc(func(c *consumerConfig) {
+	return plainOptionFunc(func(c *consumerConfig) {
 		if p.Partitions == 0 {
 			p.Partitions = defaultPartitions
 		}
@@ -254,15 +257,52 @@ func (r *Router) Partitions() []int {
 	return r.e.partitions()
 }
 
-func (e *engine) partitions() []int {
-	m, ok := e.mode.(*orderedMode)
-	if !ok {
-		return nil
-	}
+func (e *engine) partitions() []int { return e.mode.held() }
+
+// held is the partitions this instance holds now, in order.
+func (m *orderedMode) held() []int {
 	if run := m.run.Load(); run != nil {
 		return run.Held()
 	}
 	return nil
+}
+
+// subscribed is the queues whose subscriptions say whether the ordered
+// engine consumes: its members queue and the partitions it holds.
+func (m *orderedMode) subscribed() []string {
+	queues := []string{ordering.MembersQueue(m.e.queue)}
+	for _, i := range m.held() {
+		queues = append(queues, PartitionQueue(m.e.queue, i))
+	}
+	return queues
+}
+
+// admit parks a delivery without a key (no x-acemq-key header, as the
+// partitions' lanes read it), unless OrderPolicy.AllowKeyless.
+func (m *orderedMode) admit(d transport.Delivery, env *Envelope) (verdict, bool) {
+	if m.e.cfg.order.AllowKeyless || ordering.KeyOf(d.Headers) != "" {
+		return verdict{}, true
+	}
+	return m.keyless(env), false
+}
+
+// keyless is the verdict on a delivery without a key (no x-acemq-key
+// header, as the partitions' lanes read it) that reached an ordered
+// consumer without OrderPolicy.AllowKeyless: parked, with a reason that
+// names the missing key and the publisher, and logged once here, where it
+// is screened. Its publisher forgot Key or KeyBy, and handling it anyway
+// would lose its order without a word.
+func (m *orderedMode) keyless(env *Envelope) verdict {
+	e := m.e
+	origin := env.Origin
+	if origin == "" {
+		origin = "unknown (no app-id)"
+	}
+	e.conn.cfg.logger.Warn("acemq: an ordered consumer took a message without a key; it is parked",
+		"queue", e.queue, "id", env.ID, "type", env.Type, "origin", origin)
+	return verdict{outcome: OutcomeParked, keyless: true, reason: fmt.Sprintf(
+		"the message has no key (header %s), and ordered %s %q keeps order only by key; its publisher, Origin %s, must give one (the Key send option, or the KeyBy publisher option), or the consumer must take keyless messages without order (OrderPolicy.AllowKeyless)",
+		hdrKey, e.who, e.queue, origin)}
 }
 
 // subscribe runs one subscription of the ordered queue in internal/ordering,
@@ -289,12 +329,6 @@ func (m *orderedMode) subscribe(s subscription) (bool, error) {
 // Handle is the settle core for one attempt of an ordered delivery, with
 // orderedFate as its failure policy (ordering.Host).
 func (m *orderedMode) Handle(ctx context.Context, a *ordering.Attempt) (retry bool, wait time.Duration) {
-	if a.Lost() {
-		// Another instance holds the partition (or may): it handles the
-		// delivery, not this one.
-		a.GiveBack()
-		return false, 0
-	}
 	v := m.e.process(ctx, a.Delivery(), orderedFate{a})
 	return v.outcome == OutcomeRetried, v.delay
 }
@@ -315,19 +349,16 @@ func (m *orderedMode) Backoff(failed bool) time.Duration { return m.e.moveBackof
 // key's next messages).
 type orderedFate struct{ a *ordering.Attempt }
 
-func (f orderedFate) begin(env *Envelope) {
+func (f orderedFate) begin(env *Envelope) (part int, fence uint64) {
 	if n := f.a.Number(); n > 0 {
 		env.Attempt, env.Error = n, f.a.LastErr()
 	}
+	return f.a.Partition(), f.a.Fence()
 }
 
-func (f orderedFate) stamp() (part int, fence uint64) { return f.a.Partition(), f.a.Fence() }
-
-func (f orderedFate) lost() bool { return f.a.Lost() }
-
-func (f orderedFate) giveBack() { f.a.GiveBack() }
-
-func (f orderedFate) lose() { f.a.Lose() }
+// yield is ordering's Attempt.Yield: the one place that knows a partition
+// was lost (or a store fenced the handler's write).
+func (f orderedFate) yield(ctx context.Context, err error) bool { return f.a.Yield(ctx, err) }
 
 func (f orderedFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if v.outcome == OutcomeRetried {

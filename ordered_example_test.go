@@ -34,7 +34,7 @@ func ExampleOrdered() {
 	steps := map[string][]string{}
 	done := make(chan struct{})
 	handled, failedOnce := 0, false
-	cons, err := acemq.NewConsumer(mq, "orders", func(_ context.Context, m *acemq.Message[OrderEvent]) acemq.Ack {
+	handle := func(_ context.Context, m *acemq.Message[OrderEvent]) acemq.Ack {
 		mu.Lock()
 		defer mu.Unlock()
 		if m.Payload.OrderID == "A-1" && m.Payload.Step == "paid" && !failedOnce {
@@ -46,17 +46,20 @@ func ExampleOrdered() {
 			close(done)
 		}
 		return acemq.Done()
-	}, acemq.Ordered(acemq.OrderPolicy{Partitions: 4}), acemq.Concurrency(4))
+	}
+	// Publish to the exchange named after the queue, keyed by order.
+	pub := acemq.NewPublisher[OrderEvent](mq, "orders", "", // the exchange named after the queue
+		acemq.KeyBy(func(e OrderEvent) string { return e.OrderID }))
+
+	cons, err := acemq.NewConsumer(mq, "orders", handle,
+		acemq.Ordered(acemq.OrderPolicy{Partitions: 16, BlockOnFailure: true}),
+		acemq.Concurrency(8))
 	if err != nil {
 		log.Fatal(err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	ran := make(chan error)
 	go func() { ran <- cons.Run(runCtx) }()
-
-	// Publish to the exchange named after the queue, keyed by order.
-	pub := acemq.NewPublisher[OrderEvent](mq, "orders", "",
-		acemq.KeyBy(func(e OrderEvent) string { return e.OrderID }))
 	for _, step := range []string{"placed", "paid", "shipped"} {
 		for _, order := range []string{"A-1", "B-2"} {
 			if err := pub.Send(ctx, OrderEvent{OrderID: order, Step: step}); err != nil {

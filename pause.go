@@ -35,13 +35,13 @@ type pauser struct {
 	changed chan struct{} // closed (and replaced) at each change
 }
 
-// mode is what run does next.
-type mode int
+// taking is what run does next: how much it takes from the queue.
+type taking int
 
 const (
-	modeFull  mode = iota // consume with the configured prefetch and workers
-	modeProbe             // consume a probe's few deliveries
-	modeWait              // take nothing until the state changes
+	takeAll   taking = iota // consume with the configured prefetch and workers
+	takeProbe               // consume a probe's few deliveries
+	takeNone                // take nothing until the state changes
 )
 
 // notifyLocked wakes run to look at the state again.
@@ -73,7 +73,7 @@ func (p *pauser) stopLocked() {
 // stopTaking as the ones Pause and the kill switch end, and returns the
 // subscription's gen; for a wait, the channel that closes at the next
 // change and, when a probe is due, the time it is due.
-func (e *engine) next(stop, stopTaking context.CancelFunc) (m mode, gen uint64, changed <-chan struct{}, probeAt time.Time) {
+func (e *engine) next(stop, stopTaking context.CancelFunc) (m taking, gen uint64, changed <-chan struct{}, probeAt time.Time) {
 	p := &e.pause
 	p.mu.Lock()
 	var log func()
@@ -83,18 +83,18 @@ func (e *engine) next(stop, stopTaking context.CancelFunc) (m mode, gen uint64, 
 	}
 	switch {
 	case p.manual:
-		return modeWait, 0, p.changed, time.Time{}
+		return takeNone, 0, p.changed, time.Time{}
 	case p.tripped && !p.probing && time.Now().Before(p.probeAt):
-		return modeWait, 0, p.changed, p.probeAt
+		return takeNone, 0, p.changed, p.probeAt
 	case p.tripped && !p.probing:
 		p.probing, p.probeOK = true, 0
 		log = func() {
 			e.conn.cfg.logger.Info("acemq: the kill switch probes the consumer", "who", e.who, "queue", e.queue, "deliveries", probeDeliveries)
 		}
 	}
-	m = modeFull
+	m = takeAll
 	if p.probing {
-		m = modeProbe
+		m = takeProbe
 	}
 	p.gen++
 	p.stop, p.stopTaking = stop, stopTaking

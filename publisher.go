@@ -19,6 +19,8 @@ type Publisher[T any] struct {
 	key      string
 	cfg      publisherConfig
 	raw      bool
+	keyBy    func(T) string // KeyBy's, checked by NewPublisher
+	err      error          // an invalid option's: every Send returns it
 }
 
 // NewPublisher returns a Publisher of T to exchange with routingKey; the
@@ -38,6 +40,14 @@ func NewPublisher[T any](c *Conn, exchange, routingKey string, opts ...Publisher
 		if o != nil {
 			o.applyPublisher(&p.cfg)
 		}
+	}
+	p.keyBy, p.err = checkPublisher[T](&p.cfg)
+	if p.err != nil && c != nil {
+		c.cfg.logger.Error("acemq: a publisher was given an invalid option; every Send fails", "exchange", exchange, "routing_key", routingKey, "error", p.err)
+	}
+	if !p.raw && p.cfg.contentType != "" && c != nil {
+		c.cfg.logger.Warn("acemq: ContentType is for a Publisher[Raw]; this publisher writes its codec's content type (WithCodec)",
+			"exchange", exchange, "routing_key", routingKey, "type", p.cfg.typeName, "content_type", p.cfg.contentType)
 	}
 	if p.raw && p.cfg.contentType == "" {
 		p.cfg.contentType = rawContentType
@@ -240,6 +250,9 @@ func (p *Publisher[T]) prepare(ctx context.Context, v T, opts []SendOption) (Raw
 // build runs the options, the publish chain, the checks and the codec on
 // v; refused says an interceptor refused it.
 func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m RawMessage, refused bool, err error) {
+	if p.err != nil {
+		return RawMessage{}, false, p.err
+	}
 	sc := &noSendOptions // read only: a Send without options allocates none
 	if len(opts) > 0 {
 		sc = &sendConfig{}
@@ -253,12 +266,8 @@ func (p *Publisher[T]) build(ctx context.Context, v T, opts []SendOption) (m Raw
 		return RawMessage{}, false, errors.Join(sc.errs...)
 	}
 	env := p.envelope(ctx, sc)
-	if env.Key == "" && p.cfg.keyBy != nil {
-		fn, ok := p.cfg.keyBy.(func(T) string)
-		if !ok {
-			return RawMessage{Exchange: p.exchange, Envelope: env}, false, fmt.Errorf("acemq: the publisher of %s was given KeyBy for %s: KeyBy's function must take the publisher's type", goTypeName[T](), p.cfg.keyByType)
-		}
-		env.Key = fn(v)
+	if env.Key == "" && p.keyBy != nil {
+		env.Key = p.keyBy(v)
 	}
 	m = RawMessage{Exchange: p.exchange, RoutingKey: p.key, Envelope: env}
 	if chain := p.conn.cfg.publishChain; len(chain) > 0 {
@@ -315,6 +324,7 @@ func (p *Publisher[T]) envelope(ctx context.Context, sc *sendConfig) *Envelope {
 		FirstSeen:     wireTime(time.Now()), // as the AMQP timestamp carries it
 		Origin:        p.conn.cfg.origin,
 		Key:           sc.key,
+		Due:           sc.due,
 		Headers:       sc.headers,
 		reserved:      sc.reserved,
 	}

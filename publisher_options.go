@@ -3,6 +3,10 @@ package acemq
 import (
 	"errors"
 	"fmt"
+	"math"
+	"time"
+
+	"github.com/acemq/acemq/internal/wire"
 )
 
 // PublisherOption configures a Publisher.
@@ -16,14 +20,40 @@ type publisherConfig struct {
 	typeName    string
 	version     int
 	contentType string
-	keyBy       any    // a func(T) string, from KeyBy
+	keyBy       any    // a func(T) string, from KeyBy; checkPublisher types it
 	keyByType   string // the T KeyBy was given for, for the error
+	// errs are the options' complaints, without a prefix: checkPublisher
+	// returns them joined under "acemq: the publisher of T was given ".
+	errs []error
+}
+
+// checkPublisher finishes the configuration of a publisher of T (a
+// Publisher[Raw] when raw) once its options ran: it returns KeyBy's
+// function as the func(T) string it must be, and the error every Send of
+// the publisher returns when an option was invalid or misplaced (nil when
+// none was). NewPublisher returns no error, so this is where its options
+// fail: at every Send, as SPEC §16 says of a KeyBy for another type.
+func checkPublisher[T any](c *publisherConfig) (func(T) string, error) {
+	var keyBy func(T) string
+	if c.keyBy != nil {
+		fn, ok := c.keyBy.(func(T) string)
+		if !ok {
+			c.errs = append(c.errs, fmt.Errorf("KeyBy for %s: KeyBy's function must take the publisher's type", c.keyByType))
+		}
+		keyBy = fn
+	}
+	if len(c.errs) > 0 {
+		return nil, fmt.Errorf("acemq: the publisher of %s was given %w", goTypeName[T](), errors.Join(c.errs...))
+	}
+	return keyBy, nil
 }
 
 // TypeName names a message type instead of T's name (e.g. "OrderPlaced",
-// the default). Given to NewPublisher it sets Envelope.Type of the
-// publisher's messages; given to Route, it is the type the route takes. One
-// value serves as both options.
+// the default; a Publisher[Raw] writes none by default). Given to
+// NewPublisher it sets Envelope.Type of the publisher's messages; given to
+// Route, it is the type the route takes. One value serves as both options.
+// An empty name, or one over 255 bytes (what AMQP's type property holds),
+// fails every Send of the publisher, and makes Route's route invalid.
 func TypeName(name string) interface {
 	PublisherOption
 	RouteOption
@@ -33,36 +63,62 @@ func TypeName(name string) interface {
 
 type typeNameOption string
 
-func (o typeNameOption) applyPublisher(c *publisherConfig) { c.typeName = string(o) }
-func (o typeNameOption) applyRoute(c *routeConfig)         { c.typeName = string(o) }
+func (o typeNameOption) applyPublisher(c *publisherConfig) {
+	switch {
+	case o == "":
+		c.errs = append(c.errs, errors.New("an empty TypeName"))
+	case len(o) > wire.MaxShortString:
+		c.errs = append(c.errs, fmt.Errorf("a TypeName of %d bytes; a type has at most %d", len(o), wire.MaxShortString))
+	default:
+		c.typeName = string(o)
+	}
+}
+
+func (o typeNameOption) applyRoute(c *routeConfig) { c.typeName = string(o) }
 
 // SchemaVersion sets Envelope.Version for the publisher's messages. The
-// default is 1; values below 1 are treated as 1.
+// default is 1; v outside 1 to 2147483647 (what the version header
+// carries) fails every Send of the publisher.
 func SchemaVersion(v int) PublisherOption {
 	return publisherOptionFunc(func(c *publisherConfig) {
-		if v >= 1 {
-			c.version = v
+		if v < 1 || v > math.MaxInt32 {
+			c.errs = append(c.errs, fmt.Errorf("SchemaVersion(%d): want 1 to %d", v, math.MaxInt32))
+			return
 		}
+		c.version = v
 	})
 }
 
 // ContentType sets the content type of a Publisher[Raw]'s messages (default
-// application/octet-stream). For other publishers the Conn's codec decides
-// and this option is ignored.
+// application/octet-stream). Other publishers write their Conn's codec's
+// (WithCodec) and ignore it, with a warning when NewPublisher runs. An
+// empty content type, or one over 255 bytes, fails every Send of the
+// publisher.
 func ContentType(ct string) PublisherOption {
-	return publisherOptionFunc(func(c *publisherConfig) { c.contentType = ct })
+	return publisherOptionFunc(func(c *publisherConfig) {
+		switch {
+		case ct == "":
+			c.errs = append(c.errs, errors.New("an empty ContentType"))
+		case len(ct) > wire.MaxShortString:
+			c.errs = append(c.errs, fmt.Errorf("a ContentType of %d bytes; a content type has at most %d", len(ct), wire.MaxShortString))
+		default:
+			c.contentType = ct
+		}
+	})
 }
 
 // KeyBy gives each message of a Publisher[T] the ordering key fn returns
 // for its payload (Envelope.Key; see Ordered), in Send and in SendAll. A
 // Key given to one Send wins over it, and a publish interceptor may still
-// change it. fn must be for the publisher's own T: given to a publisher of
-// another type, every Send fails with an error naming both types. An empty
-// key leaves the message without one.
+// change it. By default a message has no key but the one Key gives. fn
+// must be for the publisher's own T: NewPublisher checks it once, and
+// given to a publisher of another type, or nil, it fails every Send of the
+// publisher with an error naming both types. An empty key leaves the
+// message without one.
 func KeyBy[T any](fn func(T) string) PublisherOption {
 	return publisherOptionFunc(func(c *publisherConfig) {
 		if fn == nil {
-			c.keyBy, c.keyByType = nil, ""
+			c.errs = append(c.errs, fmt.Errorf("a nil KeyBy for %s", goTypeName[T]()))
 			return
 		}
 		c.keyBy, c.keyByType = fn, goTypeName[T]()
@@ -83,6 +139,7 @@ type sendConfig struct {
 	correlationID string
 	causationID   string
 	key           string
+	due           time.Time // After's or At's; zero sends at once
 	errs          []error
 }
 

@@ -18,6 +18,17 @@ type RetryPolicy struct {
 	// must be a whole number of milliseconds, at least 1ms. Empty means the
 	// default: 1s, 5s, 30s, 2m.
 	Delays []time.Duration
+	// ThroughDelay makes retries wait in the vhost's delay topology (the
+	// one After uses, docs/scheduling.md) instead of a {queue}.retry.{delay}
+	// tier queue per delay: no tier queue is declared, RetryAfter's delay
+	// is kept as asked rather than rounded up to a tier, and Delays may be
+	// as many distinct durations as wanted (jittered backoff, say). The
+	// attempt count and the reason on .dlq are as with tiers. A retry then
+	// needs a running Conn on the vhost to come back (every Conn forwards);
+	// tier queues declared by an earlier policy are left as they are, to
+	// drain back into the queue. Off by default: docs/consuming.md says
+	// why. Ordered consumers retry in place and ignore it.
+	ThroughDelay bool
 }
 
 // DefaultRetryPolicy returns the policy a Conn uses unless told otherwise:
@@ -46,6 +57,9 @@ func (p RetryPolicy) normalize() (RetryPolicy, error) {
 		if d < time.Millisecond || d%time.Millisecond != 0 {
 			return p, fmt.Errorf("RetryPolicy.Delays[%d] is %v, want a whole number of milliseconds, at least 1ms", i, d)
 		}
+		if p.ThroughDelay && d > MaxDelay {
+			return p, fmt.Errorf("RetryPolicy.Delays[%d] is %v, longer than MaxDelay (%v)", i, d, MaxDelay)
+		}
 	}
 	p.Delays = slices.Clone(p.Delays)
 	return p, nil
@@ -65,6 +79,9 @@ func (p RetryPolicy) delayFor(attempt int) time.Duration {
 
 // tiers returns the distinct delays, shortest first.
 func (p RetryPolicy) tiers() []time.Duration {
+	if p.ThroughDelay {
+		return nil
+	}
 	t := slices.Clone(p.Delays)
 	slices.Sort(t)
 	return slices.Compact(t)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/acemq/acemq/transport"
 )
 
 // Router takes deliveries from one queue that carries several message types
@@ -49,7 +51,10 @@ type routeConfig struct {
 // NewRouter returns no error, so the Router is in Conn.HealthReport from
 // here on, as a Consumer is: faulted (and failing Health) while an option
 // is invalid or, until a Run declares them, its queues are not declared;
-// faulted for good once Route is given an invalid route.
+// faulted for good once Route is given an invalid route. Every method of a
+// Router NewRouter could not make is safe, and does what it can: Topology
+// lists nothing (it declared nothing), Pause, Resume and Partitions do
+// nothing, Close takes it off the Conn, Run returns the error.
 func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
 	e, err := newEngine(c, queue, "router", opts, nil)
 	switch {
@@ -65,6 +70,7 @@ func NewRouter(c *Conn, queue string, opts ...ConsumerOption) *Router {
 				o.applyConsumer(&bare.cfg)
 			}
 		}
+		bare.mode = unmadeMode{err}
 		c.register(bare)
 		bare.setFault(err)
 		return &Router{e: bare, err: err}
@@ -110,11 +116,13 @@ func Route[T any](r *Router, h Handler[T], opts ...RouteOption) {
 
 // Run consumes until ctx ends, exactly as Consumer.Run does. It fails at
 // once when NewRouter met an error, when no type is routed, when a type is
-// routed twice or a route is invalid.
+// routed twice or a route is invalid, and after Close.
 func (r *Router) Run(ctx context.Context) error {
 	switch {
 	case r == nil:
 		return errors.New("acemq: Run was called on a nil Router")
+	case r.e != nil && r.e.closed():
+		return &closedError{who: r.e.who, queue: r.e.queue}
 	case r.err != nil:
 		return r.err
 	}
@@ -174,3 +182,23 @@ func (r *Router) table() (map[string]route, error) {
 	}
 	return table, nil
 }
+
+// unmadeMode is the mode of a Router NewRouter could not make (an invalid
+// option): it declares nothing and expects nothing, and whatever asks it
+// to consume gets NewRouter's error. Run never gets that far (it returns
+// the error first); the mode is there so that no method of such a Router
+// meets a nil mode.
+type unmadeMode struct{ err error }
+
+func (m unmadeMode) topology() []Topology                 { return nil }
+func (m unmadeMode) ladder() []string                     { return nil }
+func (m unmadeMode) declare(context.Context) error        { return m.err }
+func (m unmadeMode) checkDeclared(context.Context) error  { return m.err }
+func (m unmadeMode) label() string                        { return "" }
+func (m unmadeMode) subscribe(subscription) (bool, error) { return false, m.err }
+func (m unmadeMode) checkKind(context.Context) error      { return m.err }
+func (m unmadeMode) admit(transport.Delivery, *Envelope) (verdict, bool) {
+	return verdict{outcome: OutcomeParked, reason: m.err.Error()}, false
+}
+func (m unmadeMode) held() []int          { return nil }
+func (m unmadeMode) subscribed() []string { return nil }

@@ -11,19 +11,31 @@ import (
 )
 
 // sendBatch publishes every message of msgs whose result has no error yet,
-// pipelined, and awaits their confirms together, writing each outcome into
-// results. A transport that implements transport.BatchPublisher gets them
+// as fresh messages (sendRendered with moved unset).
+func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []PublishResult) {
+	c.sendRendered(ctx, msgs, results, false)
+}
+
+// sendRendered publishes every message of msgs whose result has no error
+// yet, pipelined, and awaits their confirms together, writing each outcome
+// into results. moved is render's: whether the envelope's Error travels. A transport that implements transport.BatchPublisher gets them
 // all in one call (the RabbitMQ transport puts them in flight from this
 // goroutine and fills its confirm window); any other is called from a pool
 // of goroutines.
-func (c *Conn) sendBatch(ctx context.Context, msgs []RawMessage, results []PublishResult) {
+func (c *Conn) sendRendered(ctx context.Context, msgs []RawMessage, results []PublishResult, moved bool) {
 	idx := make([]int, 0, len(msgs))
 	wire := make([]transport.Message, 0, len(msgs))
 	for i := range msgs {
 		if results[i].Err == nil {
 			idx = append(idx, i)
 			m := &msgs[i]
-			wire = append(wire, render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, false))
+			w := render(m.Envelope, m.Exchange, m.RoutingKey, m.ContentType, m.Body, moved)
+			if err := c.intoDelay(ctx, m.Envelope, &w); err != nil {
+				results[i].Err = err
+				idx = idx[:len(idx)-1]
+				continue
+			}
+			wire = append(wire, w)
 		}
 	}
 	if len(wire) == 0 {

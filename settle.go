@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/acemq/acemq/internal/ordering"
+	"github.com/acemq/acemq/internal/wire"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -23,8 +24,15 @@ import (
 // fate is a mode's failure policy.
 type fate interface {
 	// begin adjusts a delivery's envelope once it is parsed (an ordered
-	// retry in place carries its attempt on).
-	begin(env *Envelope)
+	// retry in place carries its attempt on) and says where the delivery
+	// came from: its partition (-1 when not ordered) and its holder's
+	// fencing token (0 when none), for its Message.
+	begin(env *Envelope) (part int, fence uint64)
+	// yield reports whether the delivery goes back to the broker
+	// unsettled, whatever its verdict, because another holder handles it;
+	// err is what the handler answered (nil before it ran). A delivery
+	// that yields has been given back.
+	yield(ctx context.Context, err error) bool
 	// carry carries out v, which is not an ack, for d, and returns it as
 	// carried out (an ordered retry's delay cut to what is left). When it
 	// cannot, it has given the delivery back and says where to (for the
@@ -32,23 +40,12 @@ type fate interface {
 	carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (done verdict, back string, err error)
 }
 
-// fencedFate is the fate of an ordered delivery: its partition and
-// fencing token, for its Message, and whether the partition was lost to
-// this instance, in which case the delivery is given back unsettled
-// whatever its handler asked (another holder handles it).
-type fencedFate interface {
-	fate
-	stamp() (part int, fence uint64)
-	lost() bool
-	lose()
-	giveBack()
-}
-
 // plainFate moves a delivery to its tier, .dlq or .parked, once; a move
 // that fails puts the delivery back on its queue after a pause.
 type plainFate struct{}
 
-func (plainFate) begin(*Envelope) {}
+func (plainFate) begin(*Envelope) (int, uint64)     { return -1, 0 }
+func (plainFate) yield(context.Context, error) bool { return false }
 
 func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env *Envelope, v verdict) (verdict, string, error) {
 	if err := e.move(ctx, d, env, v); err != nil {
@@ -67,7 +64,7 @@ func (plainFate) carry(ctx context.Context, e *engine, d transport.Delivery, env
 // its handler and judge what it asked for. It returns the verdict and the
 // handler's time in seconds (negative when the handler did not run).
 type route interface {
-	serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64)
+	serve(ds *delivery, e *engine, d transport.Delivery) (verdict, float64)
 }
 
 // typedRoute is a Handler[T] (or, for a batch consumer, a
@@ -78,39 +75,37 @@ type typedRoute[T any] struct {
 	name    string          // T's name, for reasons
 }
 
-// serve decodes d and runs the handler on it; a batch consumer's handler
-// gets it as a batch of one, in ctx, the batch's context (batchMode hands
-// a batch that has one delivery left after prepare here).
-func (r *typedRoute[T]) serve(ctx context.Context, e *engine, d transport.Delivery, env *Envelope) (verdict, float64) {
-	m, v, ok := decodeMessage[T](ctx, e, d, env, r.name)
-	if ok {
-		if ds, is := ctx.(*delivery); is {
-			m.part, m.fence = ds.part, ds.fence
-		}
-	}
+// serve decodes d and runs the handler on it, in ds, the delivery's
+// context. (A batch consumer's deliveries go to serveBatch instead.)
+func (r *typedRoute[T]) serve(ds *delivery, e *engine, d transport.Delivery) (verdict, float64) {
+	m, v, ok := decodeMessage[T](ds, e, d, r.name)
 	if !ok {
 		return v, -1
 	}
-	if r.batch != nil {
-		vs, seconds := r.runBatch(ctx, e, []*Message[T]{m})
-		return vs[0], seconds
-	}
 	start := nowNano()
-	ack, p := guard(func() Ack { return r.handler(ctx, m) })
+	slot := e.busy.begin(start, ds.env.ID)
+	ack, p := guard(func() Ack { return r.handler(ds, m) })
+	e.busy.end(slot)
 	if p != nil {
-		e.logPanic(p, "id", env.ID)
+		e.logPanic(p, "id", ds.env.ID)
 	}
-	return e.judge(env, ack, p), sinceSeconds(start)
+	return e.judge(ds.env, ack, p), sinceSeconds(start)
 }
 
 // decodeMessage decodes d's body for a handler of T named name: the one
-// decode of every mode, after screen passed the delivery. A body that does
-// not decode (or whose claim-checked body cannot be loaded back, see
-// WithBodyStore) gets the verdict that parks it, and ok false.
-func decodeMessage[T any](ctx context.Context, e *engine, d transport.Delivery, env *Envelope, name string) (m *Message[T], v verdict, ok bool) {
+// decode of every mode, after screen passed the delivery, whose state ds
+// holds. A body that does not decode (or whose claim-checked body cannot
+// be loaded back, see BodyStore.Load) gets the verdict that parks it, or
+// dead-letters it at once when the load's error is marked Fatal, and ok
+// false.
+func decodeMessage[T any](ds *delivery, e *engine, d transport.Delivery, name string) (m *Message[T], v verdict, ok bool) {
 	// The body decodes straight into the Message: one allocation, not two.
-	m = &Message[T]{Envelope: env, Queue: e.queue, Redelivered: d.Redelivered}
-	if err := e.conn.decode(ctx, d.ContentType, d.Body, &m.Payload, name); err != nil {
+	m = &Message[T]{Envelope: ds.env, Queue: e.queue, Redelivered: d.Redelivered, part: ds.part, fence: ds.fence}
+	if err := e.conn.decode(ds, ds.env, d.ContentType, d.Body, &m.Payload, name, e.cfg.maxBody); err != nil {
+		var le loadError
+		if errors.As(err, &le) && errors.Is(err, ErrFatal) {
+			return nil, verdict{outcome: OutcomeDeadLettered, reason: err.Error()}, false
+		}
 		return nil, verdict{outcome: OutcomeParked, reason: err.Error()}, false
 	}
 	return m, verdict{}, true
@@ -140,32 +135,36 @@ func (e *engine) logPanic(p *handlerPanic, idKey string, id any) {
 }
 
 // process takes one delivery from parse to settlement and returns the
-// verdict carried out (zero when none could be).
+// verdict carried out (zero when none could be, or when the delivery
+// yielded: see fate.yield).
 func (e *engine) process(ctx context.Context, d transport.Delivery, f fate) verdict {
 	ds, r, v := e.prepare(ctx, d, f)
 	if r == nil {
 		return v
 	}
-	v, seconds := r.serve(ds, e, d, ds.env)
-	return e.settle(ds, d, ds, v, seconds, f)
+	v, seconds := r.serve(ds, e, d)
+	return e.settle(ds, d, v, seconds, f)
 }
 
 // prepare takes a delivery through all that comes before its handler: the
 // envelope, the consume interceptors, the checks and the choice of route.
-// A delivery that goes no further is settled here: the route is nil and
-// the verdict is what settled it. The delivery is also the context to
-// serve and settle it in.
+// A delivery that goes no further is settled here (or yields: its
+// partition is lost): the route is nil and the verdict is what settled
+// it. The delivery state returned is also the context to serve and settle
+// it in.
 func (e *engine) prepare(ctx context.Context, d transport.Delivery, f fate) (*delivery, route, verdict) {
 	env, perr := parseEnvelope(&d.Message)
-	f.begin(env)
-	ds := &delivery{Context: ctx, env: env}
-	if ff, ok := f.(fencedFate); ok {
-		part, fence := ff.stamp()
-		ds.part, ds.fence = part+1, fence
+	if !env.Due.IsZero() && env.Attempt == 1 && !d.Redelivered {
+		e.conn.metrics.lateness(ctx, e.queue, time.Since(env.Due).Seconds())
+	}
+	part, fence := f.begin(env)
+	ds := &delivery{Context: ctx, env: env, part: part + 1, fence: fence, redelivered: d.Redelivered}
+	if f.yield(ds, nil) {
+		return ds, nil, verdict{}
 	}
 	r, v := e.screen(ds, d, perr)
 	if r == nil {
-		return ds, nil, e.settle(ds, d, ds, v, -1, f)
+		return ds, nil, e.settle(ds, d, v, -1, f)
 	}
 	return ds, r, verdict{}
 }
@@ -197,32 +196,19 @@ func (e *engine) screen(ds *delivery, d transport.Delivery, perr error) (route, 
 	if len(d.Body) > e.cfg.maxBody {
 		return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the body is %d bytes, over the limit of %d", len(d.Body), e.cfg.maxBody)}
 	}
-	if e.cfg.order != nil && !e.cfg.order.AllowKeyless && ordering.KeyOf(d.Headers) == "" {
-		return nil, e.keyless(env)
+	if len(d.Headers) > 0 {
+		if n := wire.TableSize(d.Headers); n > MaxHeaderSize {
+			return nil, verdict{outcome: OutcomeParked, reason: fmt.Sprintf("the headers are %d bytes, over the limit of %d (MaxHeaderSize): a peer with RabbitMQ's default frame_max could not take them", n, MaxHeaderSize)}
+		}
+	}
+	if v, ok := e.mode.admit(d, env); !ok {
+		return nil, v
 	}
 	r, reason := e.pick(env.Type)
 	if r == nil {
 		return nil, verdict{outcome: OutcomeParked, reason: reason}
 	}
 	return r, verdict{}
-}
-
-// keyless is the verdict on a delivery without a key (no x-acemq-key
-// header, as the partitions' lanes read it) that reached an ordered
-// consumer without OrderPolicy.AllowKeyless: parked, with a reason that
-// names the missing key and the publisher, and logged once here, where it
-// is screened. Its publisher forgot Key or KeyBy, and handling it anyway
-// would lose its order without a word.
-func (e *engine) keyless(env *Envelope) verdict {
-	origin := env.Origin
-	if origin == "" {
-		origin = "unknown (no app-id)"
-	}
-	e.conn.cfg.logger.Warn("acemq: an ordered consumer took a message without a key; it is parked",
-		"queue", e.queue, "id", env.ID, "type", env.Type, "origin", env.Origin)
-	return verdict{outcome: OutcomeParked, keyless: true, reason: fmt.Sprintf(
-		"the message has no key (header %s), and ordered %s %q keeps order only by key; its publisher, Origin %s, must give one (the Key send option, or the KeyBy publisher option), or the consumer must take keyless messages without order (OrderPolicy.AllowKeyless)",
-		hdrKey, e.who, e.queue, origin)}
 }
 
 // verdict is what the engine decided for a delivery.
@@ -261,9 +247,12 @@ func (e *engine) judge(env *Envelope, ack Ack, p *handlerPanic) verdict {
 			v.reason = fmt.Sprintf("gave up after %d attempts: %s", env.Attempt, errText(ack.err))
 		default:
 			v.outcome, v.reason, v.failed = OutcomeRetried, errText(ack.err), true
-			if ack.delay > 0 {
+			switch {
+			case ack.delay > 0 && e.policy.ThroughDelay:
+				v.delay = min(ack.delay, MaxDelay)
+			case ack.delay > 0:
 				v.delay = tierFor(e.tiers, ack.delay)
-			} else {
+			default:
 				v.delay = e.policy.delayFor(env.Attempt + 1)
 			}
 		}
@@ -280,20 +269,21 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// settle carries out a verdict, the one settlement of every mode: an ack
-// (its failure logged: the broker delivers again), or the fate's carry for
-// any other verdict; then the metrics, the kill switch and the callbacks.
-// When the fate could not carry it out, the callbacks hear why (the error
-// included) with no outcome, and the verdict returned is zero.
-func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery, v verdict, handlerSeconds float64, f fate) verdict {
-	env := ds.env
+// settle carries out a verdict, the one settlement of every mode: an ack,
+// or the fate's carry for any other verdict; then the metrics, the kill
+// switch and the callbacks. ds is the delivery's state and its context.
+// When the ack failed (the broker delivers again), the fate could not
+// carry the verdict out, or the delivery yielded to another holder, the
+// message's callbacks hear why with no outcome, and the verdict returned
+// is zero.
+func (e *engine) settle(ds *delivery, d transport.Delivery, v verdict, handlerSeconds float64, f fate) verdict {
+	ctx, env := context.Context(ds), ds.env
 	v.reason = clipReason(v.reason)
-	if ff, ok := f.(fencedFate); ok && (ff.lost() || errors.Is(v.ack.err, ErrPartitionLost)) {
-		// A handler that says ErrPartitionLost (saga's refused step) knows
-		// of a newer holder before this instance does.
-		ff.lose()
-		ff.giveBack()
-		s := e.settlement(env, v)
+	if f.yield(ctx, v.ack.err) {
+		if errors.Is(v.ack.err, ErrPartitionLost) {
+			e.conn.metrics.fenced(ctx, e.queue)
+		}
+		s := e.settlement(ds, v)
 		s.Outcome = ""
 		s.Reason = "the partition was lost to this instance, so the delivery went back to its queue unsettled"
 		e.runCallbacks(ctx, ds, s, false)
@@ -301,13 +291,20 @@ func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 	}
 	if v.outcome == OutcomeAcked {
 		if err := d.Ack(); err != nil {
+			// Not settled: the broker delivers it again, so the message's
+			// callbacks (blob.DeleteOnDone's among them) hear no outcome.
 			e.conn.cfg.logger.Log(ctx, e.failureLevel(ctx), "acemq: acking a delivery failed; the broker will deliver it again",
 				"queue", e.queue, "id", env.ID, "error", err)
+			s := e.settlement(ds, v)
+			s.Outcome = ""
+			s.Reason = "the ack failed, so the broker will deliver the message again: " + err.Error()
+			e.runCallbacks(ctx, ds, s, false)
+			return verdict{}
 		}
 	} else {
 		done, back, err := f.carry(ctx, e, d, env, v)
 		if err != nil {
-			s := e.settlement(env, done)
+			s := e.settlement(ds, done)
 			s.Outcome = ""
 			s.Reason = fmt.Sprintf("the move to %s failed, so the delivery went back to %s: %s", e.target(v), back, err.Error())
 			e.runCallbacks(ctx, ds, s, false)
@@ -316,19 +313,22 @@ func (e *engine) settle(ctx context.Context, d transport.Delivery, ds *delivery,
 		v = done
 	}
 	e.conn.metrics.settled(ctx, e.queue, v.outcome, handlerSeconds)
+	if ds.redelivered {
+		e.conn.metrics.redelivery(ctx, e.queue, v.outcome)
+	}
 	if v.keyless {
 		e.conn.metrics.parkedKeyless(ctx, e.queue)
 	}
 	e.observe(v.failed, handlerSeconds >= 0)
-	e.runCallbacks(ctx, ds, e.settlement(env, v), true)
+	e.runCallbacks(ctx, ds, e.settlement(ds, v), true)
 	return v
 }
 
 // settlement is what the callbacks hear of v.
-func (e *engine) settlement(env *Envelope, v verdict) Settlement {
+func (e *engine) settlement(ds *delivery, v verdict) Settlement {
 	return Settlement{
-		Queue: e.queue, Envelope: env, Outcome: v.outcome, Reason: v.reason,
-		Delay: v.delay, Attempt: env.Attempt, Ack: v.ack,
+		Queue: e.queue, Envelope: ds.env, Outcome: v.outcome, Reason: v.reason,
+		Delay: v.delay, Attempt: ds.env.Attempt, Ack: v.ack, Redelivered: ds.redelivered,
 	}
 }
 
@@ -410,7 +410,15 @@ func (e *engine) move(ctx context.Context, d transport.Delivery, env *Envelope, 
 		if v.outcome == OutcomeRetried {
 			next.Attempt++
 		}
-		msg = render(next, "", target, d.ContentType, d.Body, true)
+		if v.outcome == OutcomeRetried && e.policy.ThroughDelay {
+			// Back to the queue itself, through the delay topology.
+			msg = render(next, "", e.queue, d.ContentType, d.Body, true)
+			if err := e.conn.delayed(ctx, &msg, time.Now().Add(v.delay)); err != nil {
+				return err
+			}
+		} else {
+			msg = render(next, "", target, d.ContentType, d.Body, true)
+		}
 	}
 	ackErr, err := e.conn.relocate(ctx, msg, &d)
 	if err != nil {

@@ -24,6 +24,14 @@ type Settlement struct {
 	Delay    time.Duration // the retry delay chosen; zero otherwise
 	Attempt  int           // the attempt of the delivery that settled (1 for the first)
 	Ack      Ack           // what the handler asked for (Kind AckNone when it did not run)
+	// Redelivered says the broker delivered the message before and it was
+	// not settled then: a consumer died holding it (a crash, a SIGKILL, a
+	// lost connection), or a consumer gave it back (a pause, a move that
+	// failed, a shutdown with prefetched deliveries). Attempt does not
+	// count such a delivery: it counts the ladder's attempts, and a pause
+	// must not spend them. acemq.consume.redelivered.total counts them, by
+	// outcome; see docs/consuming.md, "Redeliveries".
+	Redelivered bool
 }
 
 // DeadLetters reports whether the delivery went to the dead-letter queue:

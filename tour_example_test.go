@@ -17,8 +17,19 @@ import (
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	settled := make(chan acemq.Settlement, 8)
+	if err := tour(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Unordered output:
+	// A-1 attempt 1: retried (the warehouse is busy)
+	// A-2 attempt 1: dead_lettered (nothing to charge)
+	// A-1 attempt 2: acked
+}
 
+// tour is the program the README and docs/getting-started.md cut their
+// snippets from, as a function that returns its error.
+func tour(ctx context.Context) error {
+	settled := make(chan acemq.Settlement, 8)
 	mq, err := acemq.Connect(ctx, "memory://tour", // or "amqp://guest:guest@127.0.0.1:5672/"
 		acemq.WithPublishInterceptor(func(_ context.Context, c *acemq.PublishContext) error {
 			c.SetHeader("x-tenant", "alpha") // on every message this Conn publishes
@@ -33,7 +44,7 @@ func Example() {
 		acemq.WithRetryPolicy(acemq.RetryPolicy{MaxAttempts: 3, Delays: []time.Duration{20 * time.Millisecond}}),
 		acemq.OnSettled(func(_ context.Context, s acemq.Settlement) { settled <- s }))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
 	defer mq.Close()
 
@@ -46,23 +57,27 @@ func Example() {
 		}
 		return acemq.Done() // acked
 	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErr := make(chan error, 1)
 	handler := patterns.Chain(ship,
 		patterns.WithTimeout[OrderPlaced](5*time.Second),
 		patterns.WithIdempotency[OrderPlaced](patterns.NewMemoryStore()))
 	orders, err := acemq.NewConsumer(mq, "orders", handler, acemq.Concurrency(8))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- orders.Run(runCtx) }()
+	go func() { runErr <- orders.Run(runCtx) }()
 
 	pub := acemq.NewPublisher[OrderPlaced](mq, "", "orders")
-	for _, o := range []OrderPlaced{{OrderID: "A-1", TotalCents: 1999}, {OrderID: "A-2"}} {
-		if err := pub.Send(ctx, o, acemq.MessageID(o.OrderID)); err != nil { // returns once confirmed
-			log.Fatal(err)
-		}
+	if err := pub.Send(ctx, OrderPlaced{OrderID: "A-1", TotalCents: 1999}, acemq.MessageID("A-1")); err != nil {
+		return err
 	}
+	if err := pub.Send(ctx, OrderPlaced{OrderID: "A-2"}, acemq.MessageID("A-2")); err != nil {
+		return err
+	}
+
 	for range 3 {
 		s := <-settled
 		fmt.Printf("%s attempt %d: %s", s.Envelope.ID, s.Attempt, s.Outcome)
@@ -72,13 +87,7 @@ func Example() {
 		fmt.Println()
 	}
 	stop()
-	if err := <-ran; err != nil {
-		log.Fatal(err)
-	}
-	// Unordered output:
-	// A-1 attempt 1: retried (the warehouse is busy)
-	// A-2 attempt 1: dead_lettered (nothing to charge)
-	// A-1 attempt 2: acked
+	return <-runErr
 }
 
 // Shutdown in a SIGTERM handler: stop taking deliveries, let the ones in

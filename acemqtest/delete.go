@@ -11,8 +11,11 @@ import (
 
 // Declared is what DeleteAfter deletes: an *acemq.Consumer or an
 // *acemq.Router lists what it declared (its queue, the ladder's queues with
-// the tiers of its own retry policy, its exchanges and bindings), and
-// Declarations lists what a test declared itself.
+// the tiers of its own retry policy, its exchanges and bindings; an
+// ordered one's exchange, partitions and the queues beside them, through
+// which Conn.Delete also finds the held and re-run queues of the keys it
+// blocked), and Declarations lists what a test declared itself. A Router
+// whose options were invalid lists nothing.
 type Declared interface {
 	Topology() []acemq.Topology
 }
@@ -30,8 +33,8 @@ func (d Declarations) Topology() []acemq.Topology { return d }
 // exchanges with their bindings. Each list is read when the test ends.
 // Cleanups run last-registered first: call DeleteAfter before starting the
 // consumer whose queues it deletes, so that the consumer has stopped by
-// then, or it would declare them again. It works on memory:// URLs too. A
-// failure is reported with t.Errorf.
+// then (or Close it in the test), or it would declare them again. It
+// works on memory:// URLs too. A failure is reported with t.Errorf.
 //
 //	orders, err := acemq.NewConsumer(mq, queue, handle, acemq.WithRetryPolicy(fast))
 //	...

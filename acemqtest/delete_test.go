@@ -9,6 +9,7 @@ import (
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
+	"github.com/acemq/acemq/internal/ordering"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -43,8 +44,45 @@ func TestDeleteAfter(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := acemq.NewRouter(mq, acemqtest.QueueName(t, "mixed"))
-				acemqtest.DeleteAfter(t, url, c, r)
+				invalid := acemq.NewRouter(mq, acemqtest.QueueName(t, "invalid"), acemq.Concurrency(0))
+				acemqtest.DeleteAfter(t, url, c, r, invalid)
 				topo = append(append(append(topo, c.Topology()...), r.Topology()...), x)
+
+				// An ordered consumer that blocked a key: its held queue
+				// is made on demand, named by no fixed list.
+				oq := acemqtest.QueueName(t, "ledger")
+				o, err := acemq.NewConsumer(mq, oq, func(context.Context, *acemq.Message[string]) acemq.Ack {
+					return acemq.Reject(errors.New("no such account"))
+				}, acemq.Ordered(acemq.OrderPolicy{Partitions: 1, BlockOnFailure: true}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				acemqtest.DeleteAfter(t, url, o)
+				runCtx, stop := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- o.Run(runCtx) }()
+				pub := acemq.NewPublisher[string](mq, oq, "")
+				for _, s := range []string{"first", "held"} {
+					if err := pub.Send(ctx, s, acemq.Key("acct-1")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for {
+					keys, err := acemq.BlockedKeys(ctx, mq, oq)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(keys) == 1 && keys[0].Held == 1 {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				stop()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				topo = append(topo, o.Topology()...)
+				topo = append(topo, acemq.Queue{Name: ordering.HeldQueue(oq, "acct-1")})
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -70,8 +108,11 @@ func TestDeleteAfter(t *testing.T) {
 					}
 				}
 			}
-			if queues != 4+7 { // the consumer's queue, .dlq, .parked, 1 tier; the router's with 4 default tiers
-				t.Errorf("%d queues checked, want 11", queues)
+			// The consumer's queue, .dlq, .parked, 1 tier; the router's
+			// with 4 default tiers; the ordered one's partition, .dlq,
+			// .parked, members, registry, status and the key's held queue.
+			if queues != 4+7+7 {
+				t.Errorf("%d queues checked, want 18", queues)
 			}
 		})
 	}

@@ -65,7 +65,7 @@ func TestHandleOrder(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				url := b.url(t)
+				url := b.url(t) // acemqtest.Memory or acemqtest.RabbitMQ
 				queue := acemqtest.QueueName(t, "orders")
 
 				got := consumeOne(t, url, queue, tt.order)
@@ -96,7 +96,8 @@ func consumeOne(t *testing.T, url, queue string, order OrderPlaced) acemq.Settle
 		t.Fatalf("connect: %v", err)
 	}
 	defer mq.Close()
-	orders, err := acemq.NewConsumer(mq, queue, handleOrder(map[string]bool{"A-1": true}))
+	stock := map[string]bool{"A-1": true}
+	orders, err := acemq.NewConsumer(mq, queue, handleOrder(stock))
 	if err != nil {
 		t.Fatalf("consumer: %v", err)
 	}
@@ -144,4 +145,97 @@ func readyOn(t *testing.T, url, queue string) int {
 		t.Fatalf("inspect: %v", err)
 	}
 	return info.Messages
+}
+
+// reserveStock is a handler that waits 30 seconds when stock runs low.
+func reserveStock(_ context.Context, m *acemq.Message[OrderPlaced]) acemq.Ack {
+	if m.Envelope.Headers["x-stock"] == "low" {
+		return acemq.RetryAfter(30*time.Second, errors.New("stock is low"))
+	}
+	return acemq.Done()
+}
+
+// TestReserveStock tests a handler on its own: no broker, no Conn.
+func TestReserveStock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ack := reserveStock(ctx, &acemq.Message[OrderPlaced]{
+		Payload:  OrderPlaced{OrderID: "A-3"},
+		Envelope: &acemq.Envelope{ID: "m-1", Attempt: 1, Headers: map[string]any{"x-stock": "low"}},
+	})
+	if ack.Kind() != acemq.AckRetry || ack.Delay() != 30*time.Second {
+		t.Errorf("got %s after %v: %v", ack.Kind(), ack.Delay(), ack.Err())
+	}
+}
+
+// TestFreeOrderOnMemory is a unit test on the in-process broker: a free
+// order is rejected, and the dead-letter queue holds it.
+func TestFreeOrderOnMemory(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	settled := make(chan acemq.Settlement, 8)
+	record := func(_ context.Context, s acemq.Settlement) { settled <- s }
+	url := acemqtest.Memory(t)
+	mq, err := acemq.Connect(ctx, url, acemq.WithRetryPolicy(fastRetries), acemq.OnSettled(record))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer mq.Close()
+	orders, err := acemq.NewConsumer(mq, "orders", handleOrder(nil))
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- orders.Run(runCtx) }()
+	if err := acemq.NewPublisher[OrderPlaced](mq, "", "orders").Send(ctx, OrderPlaced{OrderID: "A-9"}); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if s := <-settled; s.Outcome != acemq.OutcomeRejected {
+		t.Errorf("outcome %q (%s), want rejected", s.Outcome, s.Reason)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Errorf("run: %v", err)
+	}
+	info, err := mq.Transport().Inspect(ctx, acemq.DeadLetterQueue("orders"))
+	if err != nil || info.Messages != 1 {
+		t.Errorf("the dead-letter queue: %d messages (%v), want 1", info.Messages, err)
+	}
+}
+
+// TestDeleteWhatYouDeclared declares an exchange of its own and has
+// DeleteAfter remove it when the test ends.
+func TestDeleteWhatYouDeclared(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	url := acemqtest.Memory(t)
+	mq, err := acemq.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer mq.Close()
+	x := acemq.Exchange{Name: acemqtest.QueueName(t, "events"), Kind: "topic"}
+	// Registered first, so it runs last: the exchange is gone by then.
+	t.Cleanup(func() { checkGone(t, url, x.Name) })
+	if err := mq.Declare(ctx, x); err != nil {
+		t.Fatalf("declare: %v", err)
+	}
+	acemqtest.DeleteAfter(t, url, acemqtest.Declarations{x})
+}
+
+// checkGone fails t unless a publish to exchange finds no exchange.
+func checkGone(t *testing.T, url, exchange string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mq, err := acemq.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer mq.Close()
+	if err := acemq.NewPublisher[OrderPlaced](mq, exchange, "k").Send(ctx, OrderPlaced{}); !errors.Is(err, acemq.ErrNotFound) {
+		t.Errorf("a publish to the deleted exchange: %v, want ErrNotFound", err)
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/blob"
-	"github.com/acemq/acemq/outbox"
 )
 
 // BenchmarkPayload1GiB streams 1 GiB through Send and a handler's Reader
@@ -115,12 +114,7 @@ func benchPostgres(b *testing.B) blob.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	o, err := outbox.New(db, outbox.Postgres)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = o.Close() })
-	s, err := blob.SQL(o, blob.SQLTable(tableName(b)))
+	s, err := blob.SQLDB(db, blob.Postgres, blob.SQLTable(tableName(b)))
 	if err != nil {
 		b.Fatal(err)
 	}

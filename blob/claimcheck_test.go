@@ -88,9 +88,10 @@ func TestClaimCheckOnTheWire(t *testing.T) {
 	}
 }
 
-// TestClaimCheckGoneIsParked: a consumer that cannot load the body parks
-// the delivery with the reason, naming the object.
-func TestClaimCheckGoneIsParked(t *testing.T) {
+// TestClaimCheckGoneIsDeadLettered: a consumer that cannot load the body
+// because its object is gone sends the delivery to .dlq at once, with a
+// reason naming the object and its expiry.
+func TestClaimCheckGoneIsDeadLettered(t *testing.T) {
 	url := "memory://" + strings.ReplaceAll(t.Name(), "/", "-")
 	s := blob.Memory()
 	st, hook := newSettlements()
@@ -102,7 +103,8 @@ func TestClaimCheckGoneIsParked(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	run(t, consumer, q, func(context.Context, *acemq.Message[Report]) acemq.Ack { return acemq.Done() })
 	got := st.next(t, 10*time.Second)
-	require.Equal(t, acemq.OutcomeParked, got.Outcome)
+	require.Equal(t, acemq.OutcomeDeadLettered, got.Outcome)
+	require.Equal(t, 1, got.Attempt)
 	require.Contains(t, got.Reason, "is gone")
 	require.Contains(t, got.Reason, "expired at")
 }

@@ -182,6 +182,9 @@ func (d *dirStore) Open(ctx context.Context, id string, offset int64) (io.ReadCl
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, notFound(id)
 	}
+	if err == nil && m.ID != id {
+		err = fmt.Errorf("%w: sidecar %s names the id %q", ErrCorrupt, final+metaSuffix, m.ID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("blob: open %q in %s: %w", id, d.path, err)
 	}
@@ -237,8 +240,12 @@ func (d *dirStore) Delete(ctx context.Context, id string) error {
 	return syncDir(d.path)
 }
 
-// Expired reads the directory and the sidecars, never the data. A sidecar
-// that cannot be read or decoded ends the sequence with an error naming it.
+// Expired reads the directory and the sidecars, never the data. The ID
+// of an object is its file name's, never the one written in its sidecar.
+// A sidecar that cannot be read or decoded, whose name is not one this
+// store writes, or that names another ID is yielded as an error naming it
+// (wrapping ErrCorrupt when it is unreadable or inconsistent) and skipped:
+// the listing goes on after it.
 func (d *dirStore) Expired(ctx context.Context, before time.Time) iter.Seq2[string, error] {
 	return func(yield func(string, error) bool) {
 		entries, err := os.ReadDir(d.path)
@@ -255,19 +262,58 @@ func (d *dirStore) Expired(ctx context.Context, before time.Time) iter.Seq2[stri
 			if !strings.HasSuffix(n, metaSuffix) || strings.HasPrefix(n, ".") || e.IsDir() {
 				continue
 			}
-			m, err := readMeta(filepath.Join(d.path, n))
+			path := filepath.Join(d.path, n)
+			id, ok := d.idOf(strings.TrimSuffix(n, metaSuffix))
+			if !ok {
+				if !yield("", fmt.Errorf("blob: listing %s: %s is not a sidecar of this store: its name is no object's, so it was skipped", d.path, path)) {
+					return
+				}
+				continue
+			}
+			m, err := readMeta(path)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // deleted since the directory was read
 			}
-			if err != nil {
-				yield("", fmt.Errorf("blob: listing %s: %w", d.path, err))
-				return
+			if err == nil && m.ID != id {
+				err = fmt.Errorf("%w: sidecar %s names the id %q, not its own %q", ErrCorrupt, path, m.ID, id)
 			}
-			if isExpired(m.Expires, before) && !yield(m.ID, nil) {
+			if err != nil {
+				if !yield("", fmt.Errorf("blob: listing %s: skipped object %q: %w", d.path, id, err)) {
+					return
+				}
+				continue
+			}
+			if isExpired(m.Expires, before) && !yield(id, nil) {
 				return
 			}
 		}
 	}
+}
+
+// idOf is the ID whose file name is name, and false when name is not
+// one that name gives any ID.
+func (d *dirStore) idOf(name string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		if name[i] != '%' {
+			b.WriteByte(name[i])
+			continue
+		}
+		if i+2 >= len(name) {
+			return "", false
+		}
+		c, err := hex.DecodeString(name[i+1 : i+3])
+		if err != nil {
+			return "", false
+		}
+		b.WriteByte(c[0])
+		i += 2
+	}
+	id := b.String()
+	if again, err := d.name(id); err != nil || again != name {
+		return "", false
+	}
+	return id, true
 }
 
 // removeStaleTemps removes the temporary files last written before
@@ -303,7 +349,7 @@ func (d *dirStore) name(id string) (string, error) {
 		fmt.Fprintf(&b, "%%%02X", c)
 	}
 	if b.Len() > maxName {
-		return "", fmt.Errorf("blob: the id %q is too long for a Dir store (%d bytes as a file name; at most %d)", id, b.Len(), maxName)
+		return "", fmt.Errorf("%w: %q is too long for a Dir store (%d bytes as a file name; at most %d)", ErrInvalidID, id, b.Len(), maxName)
 	}
 	return b.String(), nil
 }

@@ -13,12 +13,14 @@
 //     returns [ErrNotFound] for an object that is absent or past its expiry.
 //   - Delete of an absent object is not an error.
 //   - Expired lists the objects whose expiry is before a time: what [Sweep]
-//     may delete. Nothing else is ever deleted by a sweep.
+//     may delete. Nothing else is ever deleted by a sweep, and one entry
+//     the listing cannot read (a Dir store's corrupt sidecar) is reported
+//     and skipped, never the end of the sweep.
 //
 // The stores shipped here are [Memory] (tests and the memory transport),
-// [Dir] (a directory on a local or shared file system) and [SQL] (chunk rows
-// in the service's own PostgreSQL or SQLite, through an outbox; its
-// [SQLStore.Migrate] creates the tables). Cloud buckets (S3, GCS, Azure)
+// [Dir] (a directory on a local or shared file system) and [SQLDB] (chunk
+// rows in the service's own PostgreSQL or SQLite, the outbox's database or
+// any other; its [SQLStore.Migrate] creates the tables). Cloud buckets (S3, GCS, Azure)
 // are served by the module github.com/acemq/acemq/blob/gocloud, kept apart
 // so that its SDKs never enter this module. Each streams in pieces of
 // [ChunkSize] bytes: no store built here holds a whole object in memory,
@@ -64,7 +66,12 @@
 //
 // [WithClaimCheck] makes a Conn store every encoded body over a threshold
 // and send its Ref instead, and load it back before the decode, so any
-// acemq.Publisher and Consumer of T carry large values unchanged.
+// acemq.Publisher and Consumer of T carry large values unchanged. The
+// consumer's MaxBodySize holds for the loaded body, whatever size the
+// claim gives: a claim over it, or one whose object is not the size it
+// names, is parked, and the load never allocates more than the bytes that
+// arrive. An object gone or corrupt goes to .dlq at once. [DeleteOnDone]
+// given to WithClaimCheck deletes each object once its message is acked.
 //
 // docs/payloads.md has the whole story: which store when, expiry, limits.
 package blob

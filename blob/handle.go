@@ -25,9 +25,12 @@ type Handler[M any] func(ctx context.Context, m *acemq.Message[M], body *Reader)
 // What h cannot fix is dead-lettered at once to {queue}.dlq (an
 // acemq.Fatal error): an object that is gone (expired, swept or deleted,
 // or never in s: a consumer given another store), with a reason naming
-// its ID and expiry; a Ref that names no object; and an object a Read
-// found corrupt (ErrCorrupt), unless h returned Done all the same. A
-// store that fails to open the object is retried.
+// its ID and expiry; a Ref that names no object, or an ID the store
+// cannot hold (ErrInvalidID: too long for a Dir store); an object whose
+// records the store finds corrupt when opening it (a Dir store's
+// unreadable sidecar); and an object a Read found corrupt (ErrCorrupt),
+// unless h returned Done all the same. A store that fails to open the
+// object otherwise is retried.
 func Handle[M any](s Store, h Handler[M], opts ...HandleOption) acemq.Handler[Envelope[M]] {
 	var cfg handleConfig
 	for _, o := range opts {
@@ -56,8 +59,11 @@ func Handle[M any](s Store, h Handler[M], opts ...HandleOption) acemq.Handler[En
 		defer body.close()
 		// Open before the handler runs: a gone object never reaches it.
 		if err := body.open(); err != nil {
-			if errors.Is(err, ErrNotFound) {
+			switch {
+			case errors.Is(err, ErrNotFound):
 				return acemq.AckOf(acemq.Fatal(gone(ref)))
+			case errors.Is(err, ErrCorrupt), errors.Is(err, ErrInvalidID):
+				return acemq.AckOf(acemq.Fatal(err))
 			}
 			return acemq.Retry(err)
 		}

@@ -18,12 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestManyPayloadsWithRetries: 200 payloads of 1-20 MiB, 8 handlers,
-// every fifth failing once mid-read: each is handled whole, its digest
-// checked, after a retry that reads it from its first byte again.
+// TestManyPayloadsWithRetries: 200 payloads of 1-20 MiB (under -short,
+// 20 of 1-5 MiB), 8 handlers, every fifth failing once mid-read: each is
+// handled whole, its digest checked, after a retry that reads it from its
+// first byte again, and nothing is left in the store.
 func TestManyPayloadsWithRetries(t *testing.T) {
-	heavy(t)
-	const count = 200
+	count := scaled(t, 200, 20)
+	spread := scaled[int64](t, 19<<20, 4<<20)
 	for _, pl := range manyPlaces {
 		{
 			b, sk := pl.broker, pl.store
@@ -34,7 +35,7 @@ func TestManyPayloadsWithRetries(t *testing.T) {
 				sizes := make([]int64, count)
 				rng := rand.New(rand.NewPCG(1, 2))
 				for i := range sizes {
-					sizes[i] = 1<<20 + rng.Int64N(19<<20)
+					sizes[i] = 1<<20 + rng.Int64N(spread)
 				}
 				var (
 					mu       sync.Mutex

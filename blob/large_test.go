@@ -58,12 +58,12 @@ func (h *heapSampler) end() uint64 {
 	return h.peak.Load()
 }
 
-// TestOneGiB: a 1 GiB payload sent and handled whole (its digest checked
-// by the Reader and again here), with the process's heap under 64 MiB all
-// along. Heavy: run it under flock /tmp/acemq-heavy.lock.
+// TestOneGiB: a 1 GiB payload (under -short, 128 MiB) sent and handled
+// whole (its digest checked by the Reader and again here), with the
+// process's heap under 64 MiB all along. Heavy at full size: run it under
+// flock /tmp/acemq-heavy.lock.
 func TestOneGiB(t *testing.T) {
-	heavy(t)
-	const size = 1 << 30
+	size := scaled[int64](t, 1<<30, 128<<20) // over twice the heap bound: a buffered payload fails it
 	want := digest(t, 7, size)
 	for _, pl := range []struct {
 		broker broker
@@ -97,9 +97,9 @@ func TestOneGiB(t *testing.T) {
 				t.Fatal("not handled within 5 minutes")
 			}
 			peak := heap.end()
-			t.Logf("1 GiB: sent in %s, handled %s later; peak heap %.1f MiB", sent.Round(time.Millisecond), (time.Since(start) - sent).Round(time.Millisecond), float64(peak)/(1<<20))
+			t.Logf("%d MiB: sent in %s, handled %s later; peak heap %.1f MiB", size>>20, sent.Round(time.Millisecond), (time.Since(start) - sent).Round(time.Millisecond), float64(peak)/(1<<20))
 			require.ErrorIs(t, r.err, io.EOF)
-			require.Equal(t, int64(size), r.n)
+			require.Equal(t, size, r.n)
 			require.Equal(t, want, r.digest)
 			require.Equal(t, want, ref.SHA256)
 			require.Less(t, peak, uint64(64<<20), "peak heap")
@@ -133,9 +133,9 @@ func TestKilledMidReadChild(t *testing.T) {
 
 // TestKilledMidRead: a consumer process SIGKILLed in the middle of reading
 // a payload loses nothing: the message comes back and a new consumer
-// handles it whole. Heavy: run it under flock /tmp/acemq-heavy.lock.
+// handles it whole. The payload is 64 MiB (under -short, 8 MiB). Heavy
+// at full size: run it under flock /tmp/acemq-heavy.lock.
 func TestKilledMidRead(t *testing.T) {
-	heavy(t)
 	url := acemqtest.RabbitMQ(t)
 	dir := t.TempDir()
 	s, err := blob.Dir(dir)
@@ -144,7 +144,7 @@ func TestKilledMidRead(t *testing.T) {
 	c := connect(t, url, hook)
 	q := queue(t, url, "blob-kill")
 	require.NoError(t, c.Declare(t.Context(), acemq.Queue{Name: q}))
-	const size = 64 << 20
+	size := scaled[int64](t, 64<<20, 8<<20)
 	ref, err := blob.NewPublisher[meta](c, s, "", q).Send(t.Context(), meta{Seed: 11}, payload(11, size))
 	require.NoError(t, err)
 
@@ -192,7 +192,7 @@ func TestKilledMidRead(t *testing.T) {
 	}))
 	r := <-out
 	require.ErrorIs(t, r.err, io.EOF)
-	require.Equal(t, int64(size), r.n)
+	require.Equal(t, size, r.n)
 	require.Equal(t, ref.SHA256, r.digest)
 	require.True(t, r.redelivered, "the broker delivered it again")
 	require.Equal(t, acemq.OutcomeAcked, st.next(t, 10*time.Second).Outcome)

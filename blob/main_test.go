@@ -13,7 +13,6 @@ import (
 
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/blob"
-	"github.com/acemq/acemq/outbox"
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
@@ -73,14 +72,9 @@ func tableName(t testing.TB) string {
 
 // newSQLStore migrates an SQL store in tables of the test's own in db and
 // drops them when the test ends.
-func newSQLStore(t *testing.T, db *sql.DB, d outbox.Dialect) *blob.SQLStore {
+func newSQLStore(t *testing.T, db *sql.DB, d blob.SQLDialect) *blob.SQLStore {
 	t.Helper()
-	o, err := outbox.New(db, d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = o.Close() })
-	s, err := blob.SQL(o, blob.SQLTable(tableName(t)))
+	s, err := blob.SQLDB(db, d, blob.SQLTable(tableName(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,24 @@ import (
 )
 
 // Option configures a Publisher, Put or WithClaimCheck.
-type Option interface{ apply(*config) }
+type Option interface {
+	apply(*config)
+	ClaimCheckOption
+}
 
 // HandleOption configures Handle.
 type HandleOption interface{ applyHandle(*handleConfig) }
+
+// ClaimCheckOption configures WithClaimCheck: every Option does, and
+// DeleteOnDone.
+type ClaimCheckOption interface{ applyClaimCheck(*claimConfig) }
+
+// claimConfig is WithClaimCheck's configuration: the objects' and its
+// own.
+type claimConfig struct {
+	config
+	deleteOnDone bool
+}
 
 type config struct {
 	expiry      time.Duration
@@ -29,11 +43,8 @@ type handleConfig struct {
 
 type optionFunc func(*config)
 
-func (f optionFunc) apply(c *config) { f(c) }
-
-type handleOptionFunc func(*handleConfig)
-
-func (f handleOptionFunc) applyHandle(c *handleConfig) { f(c) }
+func (f optionFunc) apply(c *config)                { f(c) }
+func (f optionFunc) applyClaimCheck(c *claimConfig) { f(&c.config) }
 
 // InspectionTime is what the default expiry adds to the retry ladder's
 // total delay: how long a message's object outlives the message's last
@@ -99,24 +110,60 @@ type MeterOption interface {
 
 type meterOption struct{ mp metric.MeterProvider }
 
-func (o meterOption) apply(c *config)             { c.mp = o.mp }
-func (o meterOption) applyHandle(c *handleConfig) { c.mp = o.mp }
+func (o meterOption) apply(c *config)                { c.mp = o.mp }
+func (o meterOption) applyHandle(c *handleConfig)    { c.mp = o.mp }
+func (o meterOption) applyClaimCheck(c *claimConfig) { c.mp = o.mp }
 
 // WithMeterProvider sets where the instruments of a Publisher, Handle or
 // WithClaimCheck are created (see MetricStored). The default is the global
 // provider (otel.GetMeterProvider). A nil mp keeps the default.
 func WithMeterProvider(mp metric.MeterProvider) MeterOption { return meterOption{mp: mp} }
 
-// DeleteOnDone makes Handle delete the object once its message was acked
-// (the handler returned Done and the ack reached the broker). It is for a
-// command with one consumer: a message fanned out to several queues, or
-// one that may be replayed later, must keep its object until it expires.
-func DeleteOnDone() HandleOption {
-	return handleOptionFunc(func(c *handleConfig) { c.deleteOnDone = true })
+// DoneOption is both a HandleOption and a ClaimCheckOption.
+type DoneOption interface {
+	HandleOption
+	ClaimCheckOption
+}
+
+type deleteOnDone struct{}
+
+func (deleteOnDone) applyHandle(c *handleConfig)    { c.deleteOnDone = true }
+func (deleteOnDone) applyClaimCheck(c *claimConfig) { c.deleteOnDone = true }
+
+// DeleteOnDone deletes a message's object once the message was acked:
+// its handler returned Done and the ack was sent to the broker; never
+// after a failure, a retry, a dead letter or a park, so a message that
+// can still be retried or replayed keeps its object. Given to Handle, it
+// deletes the streamed object; given to WithClaimCheck, it makes the
+// Conn's consumers delete each claim-checked body they loaded.
+//
+// It is for a command with one consumer. A message fanned out to several
+// queues (an exchange with more than one binding) carries one claim to
+// every queue: the first consumer's ack would delete the object the
+// others still have to load, and they would dead-letter their copies as
+// gone. Without it, an object stays until its expiry and a Sweep.
+func DeleteOnDone() DoneOption { return deleteOnDone{} }
+
+// newClaimConfig is newConfig for WithClaimCheck.
+func newClaimConfig(opts []ClaimCheckOption) (claimConfig, error) {
+	c := claimConfig{config: defaultConfig()}
+	for _, o := range opts {
+		if o != nil {
+			o.applyClaimCheck(&c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return c, fmt.Errorf("blob: %w", errors.Join(c.errs...))
+	}
+	return c, nil
+}
+
+func defaultConfig() config {
+	return config{expiry: DefaultExpiry(acemq.RetryPolicy{}), contentType: "application/octet-stream"}
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{expiry: DefaultExpiry(acemq.RetryPolicy{}), contentType: "application/octet-stream"}
+	c := defaultConfig()
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c)

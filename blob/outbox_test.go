@@ -26,7 +26,7 @@ func TestThroughAnOutbox(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = o.Close() })
 	require.NoError(t, o.Migrate(ctx))
-	s := newSQLStore(t, db, outbox.SQLite) // the objects in the same database
+	s := newSQLStore(t, db, blob.SQLite) // the objects in the same database
 
 	got := make(chan string, 2)
 	run(t, c, q, blob.Handle(s, func(_ context.Context, m *acemq.Message[meta], body *blob.Reader) acemq.Ack {

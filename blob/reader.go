@@ -13,7 +13,9 @@ import (
 // over its bytes that checks them against the Ref. Read returns io.EOF only
 // once the bytes read from the store are exactly the Ref's size and their
 // SHA-256 is the Ref's; an object found shorter, longer or altered fails
-// the Read with an error wrapping ErrCorrupt instead. A Seek away from the
+// the Read with an error wrapping ErrCorrupt instead, and so does a read
+// the store itself fails with ErrCorrupt (crypt.Store, whose bytes did not
+// authenticate); either is final. A Seek away from the
 // bytes read so far costs nothing then; at the end, the bytes never read
 // are read once more to finish the digest, so the check holds whatever the
 // order of reads.
@@ -181,7 +183,14 @@ func (r *Reader) Read(p []byte) (int, error) {
 			if errors.Is(err, ErrNotFound) {
 				return 0, gone(r.ref)
 			}
-			return 0, fmt.Errorf("blob: reading object %q at %d: %w", r.ref.ID, r.pos, err)
+			err = fmt.Errorf("blob: reading object %q at %d: %w", r.ref.ID, r.pos, err)
+			if errors.Is(err, ErrCorrupt) {
+				// The store found the bytes corrupt as it read them (an
+				// encrypting store's failed authentication): as final as a
+				// digest that does not match.
+				r.err = err
+			}
+			return 0, err
 		}
 	}
 	if r.pos >= r.ref.Size {

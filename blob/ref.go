@@ -1,6 +1,7 @@
 package blob
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -81,4 +82,35 @@ func RefOf(contentType string, body []byte) (Ref, bool) {
 func mediaTypeOf(ct string) string {
 	ct, _, _ = strings.Cut(ct, ";")
 	return strings.ToLower(strings.TrimSpace(ct))
+}
+
+// Missing returns a check of whether a message's object is gone from s,
+// for patterns.SkipMissingBlob: given a message's content type and body,
+// it finds the Ref (RefOf) and opens its object at its end, reading
+// nothing. It returns a description of the object ("object ID, N bytes,
+// expires T") when s reports ErrNotFound (deleted, swept or expired), ""
+// when the object is there or the body carries no Ref, and the store's
+// error when s could not say.
+func Missing(s Store) func(ctx context.Context, contentType string, body []byte) (string, error) {
+	return func(ctx context.Context, contentType string, body []byte) (string, error) {
+		ref, ok := RefOf(contentType, body)
+		if !ok {
+			return "", nil
+		}
+		if s == nil {
+			return "", errors.New("blob: Missing was given a nil Store")
+		}
+		rc, err := s.Open(ctx, ref.ID, ref.Size)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			exp := "never"
+			if !ref.Expires.IsZero() {
+				exp = ref.Expires.UTC().Format(time.RFC3339)
+			}
+			return fmt.Sprintf("object %s, %d bytes, expires %s", ref.ID, ref.Size, exp), nil
+		case err != nil:
+			return "", fmt.Errorf("blob: opening object %s: %w", ref.ID, err)
+		}
+		return "", rc.Close()
+	}
 }

@@ -29,7 +29,9 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 	// Expired yields the IDs of the objects whose expiry is before the given
 	// time (objects that never expire are never yielded): what Sweep may
-	// delete. A non-nil error ends the sequence.
+	// delete. An error is yielded with the empty ID: one about a single
+	// object (a Dir store's unreadable sidecar) is reported and the
+	// sequence goes on after it; one about the listing as a whole ends it.
 	Expired(ctx context.Context, before time.Time) iter.Seq2[string, error]
 }
 
@@ -49,3 +51,9 @@ var ErrNotFound = errors.New("blob: object not found")
 // SHA-256 digest recorded for it, or a store finds its own records of an
 // object inconsistent.
 var ErrCorrupt = errors.New("blob: object corrupt")
+
+// ErrInvalidID is wrapped by the error of a Store method given an ID it
+// cannot hold: the empty ID, one too long for a Dir store's file names, or
+// one that is not UTF-8 for a bucket (blob/gocloud).
+// A message naming such an object goes to .dlq at once.
+var ErrInvalidID = errors.New("blob: invalid object id")

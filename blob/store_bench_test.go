@@ -11,7 +11,6 @@ import (
 
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/blob"
-	"github.com/acemq/acemq/outbox"
 )
 
 // BenchmarkStoreRoundTrip puts 64 MiB into each store and reads it back;
@@ -61,8 +60,8 @@ func BenchmarkStoreRoundTrip(b *testing.B) {
 			}
 			return s
 		}},
-		{"sqlite", func(b *testing.B) blob.Store { return benchSQL(b, outbox.SQLite) }},
-		{"postgres", func(b *testing.B) blob.Store { return benchSQL(b, outbox.Postgres) }},
+		{"sqlite", func(b *testing.B) blob.Store { return benchSQL(b, blob.SQLite) }},
+		{"postgres", func(b *testing.B) blob.Store { return benchSQL(b, blob.Postgres) }},
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
@@ -87,10 +86,10 @@ func BenchmarkStoreRoundTrip(b *testing.B) {
 }
 
 // benchSQL is an SQL store in tables of its own, dropped afterwards.
-func benchSQL(b *testing.B, d outbox.Dialect) blob.Store {
+func benchSQL(b *testing.B, d blob.SQLDialect) blob.Store {
 	var db *sql.DB
 	var err error
-	if d == outbox.SQLite {
+	if d == blob.SQLite {
 		db, err = sql.Open("sqlite", "file:"+filepath.Join(b.TempDir(), "bench.db")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
 		db.SetMaxOpenConns(1)
 	} else {
@@ -100,12 +99,7 @@ func benchSQL(b *testing.B, d outbox.Dialect) blob.Store {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	o, err := outbox.New(db, d)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = o.Close() })
-	s, err := blob.SQL(o, blob.SQLTable(tableName(b)))
+	s, err := blob.SQLDB(db, d, blob.SQLTable(tableName(b)))
 	if err != nil {
 		b.Fatal(err)
 	}

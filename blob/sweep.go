@@ -14,9 +14,11 @@ import (
 // or inspected in a .dlq queue, so whoever sets the expiry decides, and
 // Sweep only carries the decision out.
 //
-// A Delete that fails is skipped and the sweep goes on; the returned error
-// joins every failure (and the listing's, which ends the sweep). A
-// cancelled ctx ends it with the ctx's error.
+// A Delete that fails is skipped and the sweep goes on, as it does past
+// an object the listing could not read (a Dir store's corrupt sidecar):
+// one bad entry never stops the expired objects after it from being
+// deleted. The returned error joins every failure, each naming its object
+// or file. A cancelled ctx ends the sweep with the ctx's error.
 func Sweep(ctx context.Context, s Store, now time.Time) (deleted int, err error) {
 	if s == nil {
 		return 0, errors.New("blob: Sweep was given a nil Store")
@@ -24,8 +26,12 @@ func Sweep(ctx context.Context, s Store, now time.Time) (deleted int, err error)
 	var errs []error
 	for id, err := range s.Expired(ctx, now) {
 		if err != nil {
+			if ctx.Err() != nil {
+				errs = append(errs, ctx.Err())
+				break
+			}
 			errs = append(errs, fmt.Errorf("blob: sweep: %w", err))
-			break
+			continue // the listing ends itself when it cannot go on
 		}
 		if err := ctx.Err(); err != nil {
 			errs = append(errs, err)

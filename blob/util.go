@@ -2,7 +2,6 @@ package blob
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -43,7 +42,7 @@ func checkOpen(ctx context.Context, id string, offset int64) error {
 // checkID refuses the empty ID; every store accepts any other string.
 func checkID(id string) error {
 	if id == "" {
-		return errors.New("blob: empty object id")
+		return fmt.Errorf("%w: it is empty", ErrInvalidID)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/acemq/acemq"
@@ -149,14 +148,13 @@ func (r *Relay) relayBatch(ctx context.Context) (int, error) {
 	defer abandon(nil)
 	errs := make([]error, len(rows))
 	confirmed := make([]time.Time, len(rows))
-	b := &batch{ctx: ctx, pubCtx: pubCtx, abandon: abandon, errs: errs, publish: func(i int) {
-		errs[i] = r.publish(pubCtx, &rows[i])
-		confirmed[i] = time.Now()
-	}}
-	// First tries go out together, Window at a time. Rows that failed
-	// before go after them and, when there are few, one at a time: a
-	// poison row, one whose publish makes the broker close the channel (a
-	// missing exchange), then takes no innocent publish in flight with it.
+	b := &batch{ctx: ctx, pubCtx: pubCtx, abandon: abandon, rows: rows, errs: errs, confirmed: confirmed}
+	// First tries go out together, Window at a time, in the order they
+	// were written: rows of one ordering key reach the broker in row order.
+	// Rows that failed before go after them and, when there are few, one at
+	// a time: a poison row, one whose publish makes the broker close the
+	// channel (a missing exchange), then takes no innocent publish in
+	// flight with it.
 	var first, retries []int
 	for i, w := range rows {
 		if w.attempts == 0 {
@@ -178,8 +176,9 @@ func (r *Relay) relayBatch(ctx context.Context) (int, error) {
 type batch struct {
 	ctx, pubCtx context.Context // Run's; the publishes'
 	abandon     context.CancelCauseFunc
-	errs        []error
-	publish     func(i int) // publishes row i, recording its fate
+	rows        []row
+	errs        []error     // each row's fate
+	confirmed   []time.Time // when each row's publish returned
 }
 
 // isolatedRetries is the most rows that failed before a batch publishes
@@ -187,34 +186,44 @@ type batch struct {
 // row, and goes out Window at a time.
 const isolatedRetries = 8
 
-// dispatch publishes the rows of b at the indices given, at most window
-// at a time, until Run's ctx or the publishes' ends; the rows it did not
-// start are marked not sent. It returns when the publishes it started
-// have (see drain).
+// dispatch publishes the rows of b at the indices given, in that order,
+// window at a time through PublishRawAll (one call in flight, so rows of
+// one key are never reordered), until Run's ctx or the publishes' ends;
+// the rows it did not start are marked not sent. Once Run's ctx has ended
+// the call in flight gets StopTimeout (see drain).
 func (r *Relay) dispatch(b *batch, indices []int, window int) {
-	sem := make(chan struct{}, window)
-	var wg sync.WaitGroup
-	for _, i := range indices {
-		took := false
-		select {
-		case sem <- struct{}{}:
-			took = true
-		case <-b.ctx.Done():
-		case <-b.pubCtx.Done():
-		}
+	for len(indices) > 0 {
 		if err := stopped(b.ctx, b.pubCtx); err != nil {
-			if took {
-				<-sem
+			for _, i := range indices {
+				b.errs[i] = notSent(err)
 			}
-			b.errs[i] = notSent(err)
-			continue
+			return
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			b.publish(i)
-		})
+		n := min(window, len(indices))
+		chunk := indices[:n]
+		indices = indices[n:]
+		msgs := make([]acemq.RawMessage, 0, len(chunk))
+		sent := make([]int, 0, len(chunk))
+		for _, i := range chunk {
+			m, err := r.message(&b.rows[i])
+			if err != nil {
+				b.errs[i] = err
+				continue
+			}
+			msgs = append(msgs, m)
+			sent = append(sent, i)
+		}
+		done := make(chan struct{})
+		go func() { // ends when the publishes do, which pubCtx bounds
+			defer close(done)
+			errs := r.c.PublishRawAll(b.pubCtx, msgs)
+			now := time.Now()
+			for j, i := range sent {
+				b.errs[i], b.confirmed[i] = errs[j], now
+			}
+		}()
+		r.drain(b.ctx, done, b.abandon)
 	}
-	r.drain(b.ctx, &wg, b.abandon)
 }
 
 // stopped returns why no further publish of the batch may start, or nil.
@@ -225,15 +234,11 @@ func stopped(ctx, pubCtx context.Context) error {
 	return pubCtx.Err()
 }
 
-// drain waits for the batch's publishes. Once ctx has ended it waits at
-// most StopTimeout, then abandons the rest (their publishes end with
-// errStopped as the cause) and waits for them to return.
-func (r *Relay) drain(ctx context.Context, wg *sync.WaitGroup, abandon context.CancelCauseFunc) {
-	done := make(chan struct{})
-	go func() { // ends when the publishes do, which pubCtx bounds
-		wg.Wait()
-		close(done)
-	}()
+// drain waits for done, the end of the batch's publishes in flight. Once
+// ctx has ended it waits at most StopTimeout, then abandons the rest
+// (their publishes end with errStopped as the cause) and waits for them to
+// return.
+func (r *Relay) drain(ctx context.Context, done <-chan struct{}, abandon context.CancelCauseFunc) {
 	select {
 	case <-done:
 		return
@@ -249,18 +254,15 @@ func (r *Relay) drain(ctx context.Context, wg *sync.WaitGroup, abandon context.C
 	}
 }
 
-// publish sends one row as it was stored.
-func (r *Relay) publish(ctx context.Context, w *row) error {
-	if err := ctx.Err(); err != nil {
-		return notSent(err)
-	}
+// message is one row as it was stored, ready for PublishRawAll.
+func (r *Relay) message(w *row) (acemq.RawMessage, error) {
 	env, err := unmarshalEnvelope(w.headers)
 	if err != nil {
-		return fmt.Errorf("outbox: row %d of %s has an unreadable envelope: %w", w.id, r.o.table, err)
+		return acemq.RawMessage{}, fmt.Errorf("outbox: row %d of %s has an unreadable envelope: %w", w.id, r.o.table, err)
 	}
-	return r.c.PublishRaw(ctx, acemq.RawMessage{
+	return acemq.RawMessage{
 		Exchange: w.exchange, RoutingKey: w.key, Envelope: env, Body: w.body, ContentType: w.ctype,
-	})
+	}, nil
 }
 
 // settle deletes the confirmed rows, hands back the ones a stopping Run or
@@ -362,7 +364,7 @@ func (f *failureLog) log(ctx context.Context, r *Relay, batch int) {
 		slog.String("table", r.o.table), slog.Int("batch", batch), slog.Int("failed", f.failed),
 		slog.Int("dead", f.dead), slog.Duration("retry_in", f.minRetry),
 		slog.Int64("first_row", f.firstRow.id), slog.String("first_message_id", f.firstRow.messageID),
-		slog.Int("first_attempts", f.firstRow.attempts+1), slog.Any("err", f.first))
+		slog.Int("first_attempts", f.firstRow.attempts+1), slog.Any("error", f.first))
 }
 
 // exec runs one settle statement, trying again after a failure (a lost

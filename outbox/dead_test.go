@@ -173,9 +173,9 @@ func TestRelayLogsOneLinePerFailedBatch(t *testing.T) {
 	assert.Equal(t, int64(5), line["failed"].Int64())
 	assert.Equal(t, int64(10), line["batch"].Int64())
 	assert.Equal(t, o.TableName(), line["table"].String())
-	_, hasErr := line["err"]
-	assert.True(t, hasErr, "errors are logged under the key err, as the transport does")
-	assert.Contains(t, line["err"].String(), "nowhere")
+	_, hasErr := line["error"]
+	assert.True(t, hasErr, "errors are logged under the key error, as everywhere in the module")
+	assert.Contains(t, line["error"].String(), "nowhere")
 }
 
 // TestRelayLogsToTheConnsLogger: without WithLogger a Relay writes where the

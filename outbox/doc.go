@@ -42,7 +42,13 @@
 // relays' leases are computed with the database's clock (now() on
 // PostgreSQL, julianday('now') on SQLite), not the application's. They are
 // acemq.SendOptions; a plain acemq.Publisher ignores them and sends at
-// once.
+// once. A row scheduled this way waits in the table and can be deleted
+// before it is due: a schedule that may be cancelled.
+//
+// acemq.After and acemq.At (the root package's) do the other thing: the
+// row is due at once, and the relay publishes it into the broker's delay
+// topology, so it leaves the table at commit and waits in the broker,
+// where it can no longer be recalled. docs/scheduling.md compares the two.
 //
 // # Relaying
 //

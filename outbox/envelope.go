@@ -29,6 +29,7 @@ type storedEnvelope struct {
 	Error         string                     `json:"error,omitempty"`
 	ReplyTo       string                     `json:"reply_to,omitempty"`
 	Key           string                     `json:"key,omitempty"`
+	Due           string                     `json:"due,omitempty"` // acemq.After's or At's, RFC 3339
 	Headers       map[string]json.RawMessage `json:"headers,omitempty"`
 	Reserved      map[string]json.RawMessage `json:"reserved,omitempty"`
 	// Headers and reserved headers whose names are not valid UTF-8, which
@@ -56,6 +57,9 @@ func marshalEnvelope(e *acemq.Envelope) (string, error) {
 		Attempt: e.Attempt, FirstSeen: e.FirstSeen.UTC(), Origin: e.Origin,
 		Error: e.Error, ReplyTo: e.ReplyTo, Key: e.Key,
 	}
+	if !e.Due.IsZero() {
+		s.Due = e.Due.UTC().Format(time.RFC3339Nano)
+	}
 	var err error
 	if s.Headers, s.Headers64, err = encodeTable(e.Headers); err != nil {
 		return "", fmt.Errorf("outbox: storing message %q: %w", e.ID, err)
@@ -81,6 +85,13 @@ func unmarshalEnvelope(text []byte) (*acemq.Envelope, error) {
 		CorrelationID: s.CorrelationID, CausationID: s.CausationID,
 		Attempt: s.Attempt, FirstSeen: s.FirstSeen.UTC(), Origin: s.Origin,
 		Error: s.Error, ReplyTo: s.ReplyTo, Key: s.Key,
+	}
+	if s.Due != "" {
+		due, err := time.Parse(time.RFC3339Nano, s.Due)
+		if err != nil {
+			return nil, fmt.Errorf("due %q is not an RFC 3339 time", s.Due)
+		}
+		e.Due = due
 	}
 	var err error
 	if e.Headers, err = decodeTables(s.Headers, s.Headers64, 0); err != nil {

@@ -226,7 +226,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				msg = "acemq: outbox: the last batch of a stopping relay failed; its rows wait for their lease"
 			}
-			r.cfg.logger.WarnContext(context.WithoutCancel(ctx), msg, slog.String("table", r.o.table), slog.Any("err", err))
+			r.cfg.logger.WarnContext(context.WithoutCancel(ctx), msg, slog.String("table", r.o.table), slog.Any("error", err))
 		}
 		switch {
 		case ctx.Err() != nil:

@@ -3,7 +3,6 @@ package saga
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -264,7 +263,7 @@ func attempt[S, T any](ctx context.Context, s *Saga[S], cfg handleConfig, id, ke
 	case isDone:
 		return completed, nil
 	default:
-		if err := json.Unmarshal(state, &in.State); err != nil {
+		if err := s.decodeState(ctx, id, state, &in.State); err != nil {
 			return undecodable, s.undecodable(id, err)
 		}
 	}
@@ -272,7 +271,7 @@ func attempt[S, T any](ctx context.Context, s *Saga[S], cfg handleConfig, id, ke
 	if err := step(ctx, in, m); err != nil {
 		return failed, err
 	}
-	next, err := json.Marshal(in.State)
+	next, err := s.encodeState(ctx, m.Envelope, id, in.State)
 	if err != nil {
 		return failed, fmt.Errorf("saga %q: encoding the state of correlation ID %q: %w", s.name, id, err)
 	}

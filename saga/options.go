@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/outbox"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -27,6 +28,7 @@ type config struct {
 	inbox         *outbox.Inbox
 	keep          time.Duration
 	logger        *slog.Logger
+	cipher        acemq.BodyCipher // cipher.go
 	errs          []error
 }
 

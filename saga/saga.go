@@ -3,7 +3,6 @@ package saga
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/outbox"
 )
 
@@ -73,6 +73,7 @@ type Saga[S any] struct {
 	keep    time.Duration
 	metrics *instruments
 	logger  *slog.Logger
+	cipher  acemq.BodyCipher // WithStateCipher's, or nil
 
 	// checked is set once Check found the tables; a handler checks until
 	// then. missingLogged is set once a handler logged a missing table.
@@ -107,7 +108,7 @@ func New[S any](o *outbox.Outbox, name string, opts ...Option) (*Saga[S], error)
 	if err := errors.Join(cfg.errs...); err != nil {
 		return nil, fmt.Errorf("saga: New of %q: %w", name, err)
 	}
-	s := &Saga[S]{name: name, table: TablePrefix + name, db: o.DB(), dialect: o.Dialect(), inbox: cfg.inbox, keep: cfg.keep, logger: cfg.logger}
+	s := &Saga[S]{name: name, table: TablePrefix + name, db: o.DB(), dialect: o.Dialect(), inbox: cfg.inbox, keep: cfg.keep, logger: cfg.logger, cipher: cfg.cipher}
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -261,7 +262,7 @@ func (s *Saga[S]) Drop(ctx context.Context) error {
 // error wraps ErrNotFound and names the saga and the ID. A state that does
 // not decode into S is an error too.
 func (s *Saga[S]) Get(ctx context.Context, id string) (*Snapshot[S], error) {
-	snap, err := s.scan(s.db.QueryRowContext(ctx, s.get, id))
+	snap, err := s.scan(ctx, s.db.QueryRowContext(ctx, s.get, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("saga: %w", &notFound{s.name, id})
 	}
@@ -303,7 +304,7 @@ func (s *Saga[S]) List(ctx context.Context, lo ListOptions) ([]*Snapshot[S], err
 	defer rows.Close()
 	var out []*Snapshot[S]
 	for rows.Next() {
-		snap, err := s.scan(rows)
+		snap, err := s.scan(ctx, rows)
 		if err != nil {
 			return nil, fmt.Errorf("saga: listing %q: %w", s.name, err)
 		}
@@ -326,7 +327,7 @@ func (s *Saga[S]) CountOpen(ctx context.Context) (int64, error) {
 }
 
 // scan reads one row of the get or list query.
-func (s *Saga[S]) scan(row interface{ Scan(...any) error }) (*Snapshot[S], error) {
+func (s *Saga[S]) scan(ctx context.Context, row interface{ Scan(...any) error }) (*Snapshot[S], error) {
 	var (
 		snap             Snapshot[S]
 		state            []byte
@@ -335,7 +336,7 @@ func (s *Saga[S]) scan(row interface{ Scan(...any) error }) (*Snapshot[S], error
 	if err := row.Scan(&snap.ID, &state, &snap.Version, &snap.Done, &created, &updated); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(state, &snap.State); err != nil {
+	if err := s.decodeState(ctx, snap.ID, state, &snap.State); err != nil {
 		return nil, s.undecodable(snap.ID, err)
 	}
 	snap.Created, snap.Updated = created.t, updated.t

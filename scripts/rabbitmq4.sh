@@ -14,9 +14,9 @@
 #    runs the RabbitMQ tests of $PACKAGES against it (ACEMQ_RABBITMQ_URL
 #    points there; ACEMQ_RABBITMQCTL is a rabbitmqctl that reaches it;
 #    ACEMQ_RABBITMQ4=1 makes the tests that need 4.x run rather than skip).
-#    Then the tests must have left no queue or exchange (internal/leftovers)
+#    Then the tests must have left no queue or exchange (tools/leftovers)
 #    and `rabbitmqctl list_deprecated_features --used` must be empty.
-#    cluster: runs the cluster tests (transport/rabbitmq/clustertest) with
+#    cluster: runs the cluster tests (tools/clustertest) with
 #    their nodes started from that root (ACEMQ_CLUSTER_ROOT), named
 #    acemq-u1..3@localhost on 5821-5823.
 #    run COMMAND...: starts the node as for suite and runs COMMAND with
@@ -44,7 +44,7 @@ CACHE=${RABBITMQ4_CACHE:-/var/cache/acemq-rabbitmq4-$SUITE}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 GO=${GO:-go}
 TEST_FLAGS=${TEST_FLAGS:--race -count=1 -timeout 20m}
-PACKAGES=${PACKAGES:-./transport/rabbitmq . ./outbox ./saga ./patterns ./acemqtest ./cmd/acemq ./internal/hardtest}
+PACKAGES=${PACKAGES:-./transport/rabbitmq . ./outbox ./saga ./patterns ./acemqtest ./cmd/acemq ./tools/hardtest ./tools/quorumtest}
 PORT=${RABBITMQ4_PORT:-5682}
 DIST_PORT=$((PORT + 20000))
 EPMD_PORT=4382
@@ -243,7 +243,7 @@ say "$(stamp) building the tests"
 if [ "$MODE" = run ]; then
 	:
 elif [ "$MODE" = cluster ]; then
-	"$GO" test -race -count=1 -run '^$' ./transport/rabbitmq/clustertest >/dev/null
+	"$GO" test -race -count=1 -run '^$' ./tools/clustertest >/dev/null
 else
 	# shellcheck disable=SC2086
 	"$GO" test $TEST_FLAGS -run '^$' $PACKAGES >/dev/null
@@ -261,9 +261,9 @@ elif [ "$MODE" = cluster ]; then
 	ACEMQ_CLUSTER_TESTS=1 ACEMQ_REQUIRE_BROKER=1 ACEMQ_RABBITMQ4=1 \
 		ACEMQ_CLUSTER_ROOT="$ROOT" ACEMQ_CLUSTER_NAME=acemq-u ACEMQ_CLUSTER_PORT=5821 \
 		ACEMQ_CLUSTER_EPMD_PORT=$CLUSTER_EPMD_PORT \
-		"$GO" test -race -count=1 -p 1 -v -timeout 15m ${CLUSTER_RUN:+-run "$CLUSTER_RUN"} ./transport/rabbitmq/clustertest || failed=1
+		"$GO" test -race -count=1 -p 1 -v -timeout 15m ${CLUSTER_RUN:+-run "$CLUSTER_RUN"} ./tools/clustertest || failed=1
 	ACEMQ_CLUSTER_ROOT="$ROOT" ACEMQ_CLUSTER_EPMD_PORT=$CLUSTER_EPMD_PORT \
-		"$GO" run ./internal/cluster/cmd/cluster -name acemq-u -port 5821 down || true
+		"$GO" run ./tools/cluster/cmd/cluster -name acemq-u -port 5821 down || true
 else
 	start_node
 	ctlw=$(rabbitmqctl_wrapper)
@@ -277,7 +277,7 @@ else
 		say "$(stamp) $pkg: $((SECONDS - p0))s"
 	done
 	# Every test deletes what it declares; nothing else uses this node.
-	ACEMQ_RABBITMQ_URL=$url ACEMQ_RABBITMQCTL=$ctlw ACEMQ_REQUIRE_BROKER=1 "$GO" run ./internal/leftovers || failed=1
+	ACEMQ_RABBITMQ_URL=$url ACEMQ_RABBITMQCTL=$ctlw ACEMQ_REQUIRE_BROKER=1 "$GO" run ./tools/leftovers || failed=1
 	# What the runs used that RabbitMQ means to remove.
 	used=$(ctl -q list_deprecated_features --used --formatter json 2>&1) || { printf '%s\n' "$used" >&2; die "list_deprecated_features failed"; }
 	deprecated=0

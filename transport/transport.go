@@ -45,39 +45,47 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/acemq/acemq/internal/errkind"
 )
 
 // Sentinel errors every Transport reports with, wrapped in errors of its own.
-// They are package acemq's errors (it re-exports them), so their texts begin
-// "acemq: ". A transport's errors begin with its own name ("rabbitmq: ",
-// "memory: ") and match these with errors.Is, but read without their text
-// (an Unwrap of their own rather than fmt's %w), so that the root's error
-// around one reads "acemq: " once: "acemq: publishing …: rabbitmq: publish
-// to …: no queue took the message (312 NO_ROUTE)". A transport that returns
-// a sentinel bare gets the root's context after its text. This package's
-// own errors, about a Delivery used wrongly, begin "transport: ".
+// Like every error of this package they begin "transport: ". Package acemq
+// declares the first five again in its own words (acemq.ErrClosed reads
+// "acemq: the connection is closed"), and errors.Is holds between the two
+// of a kind either way: errors.Is(err, acemq.ErrClosed) for an error that
+// wraps transport.ErrClosed, and the other way round. Compare with
+// errors.Is, never with ==.
+//
+// A transport's errors begin with its own name ("rabbitmq: ", "memory: ")
+// and wrap a sentinel with %w, or match it with errors.Is while leaving
+// its text out (an Unwrap of their own), as rabbitmq and memory do. A
+// transport may return a sentinel bare. Either way the root wraps the
+// error as its cause, one prefix per package: "acemq: publishing …:
+// rabbitmq: publish to …: no queue took the message (312 NO_ROUTE)", or
+// "acemq: publishing …: transport: the connection is closed".
 var (
 	// ErrClosed reports a call on a closed transport or Conn.
-	ErrClosed = errors.New("acemq: the connection is closed")
+	ErrClosed = errkind.Closed.Sentinel("transport: the connection is closed")
 	// ErrUnroutable reports a mandatory publish that no queue took.
-	ErrUnroutable = errors.New("acemq: the message was unroutable")
+	ErrUnroutable = errkind.Unroutable.Sentinel("transport: the message was unroutable")
 	// ErrNacked reports a publish the broker refused with a nack.
-	ErrNacked = errors.New("acemq: the broker nacked the message")
+	ErrNacked = errkind.Nacked.Sentinel("transport: the broker nacked the message")
 	// ErrTopologyConflict reports a declaration that contradicts what the
 	// broker already has (a queue with other arguments, say).
-	ErrTopologyConflict = errors.New("acemq: the declaration conflicts with the broker's")
+	ErrTopologyConflict = errkind.TopologyConflict.Sentinel("transport: the declaration conflicts with the broker's")
 	// ErrNotFound reports a queue or exchange that does not exist.
-	ErrNotFound = errors.New("acemq: not found")
+	ErrNotFound = errkind.NotFound.Sentinel("transport: not found")
 	// ErrLocked reports a lease (see [Leaser]) that another connection
 	// holds.
-	ErrLocked = errors.New("acemq: held by another connection")
+	ErrLocked = errors.New("transport: held by another connection")
 )
 
 // ErrMissingPlugin reports a declaration the broker refused because a
 // plugin it needs is not enabled (an x-consistent-hash exchange without
 // rabbitmq_consistent_hash_exchange). The transport's error wrapping it
 // names the plugin and how to enable it.
-var ErrMissingPlugin = errors.New("acemq: the broker lacks a plugin")
+var ErrMissingPlugin = errors.New("transport: the broker lacks a plugin")
 
 // DirectReplyTo is the pseudo-queue a request names in ReplyTo to receive its
 // reply on the requesting connection, as RabbitMQ's direct reply-to does.

@@ -91,9 +91,9 @@ func (s *store) key(id string) (string, error) {
 	case s.b == nil:
 		return "", errors.New("blob/gocloud: the store was given a nil *blob.Bucket")
 	case id == "":
-		return "", errors.New("blob/gocloud: empty object id")
+		return "", fmt.Errorf("blob/gocloud: %w: it is empty", blob.ErrInvalidID)
 	case !utf8.ValidString(id):
-		return "", fmt.Errorf("blob/gocloud: the object id %q is not valid UTF-8, which bucket keys must be", id)
+		return "", fmt.Errorf("blob/gocloud: %w: %q is not valid UTF-8, which bucket keys must be", blob.ErrInvalidID, id)
 	}
 	return s.prefix + id, nil
 }

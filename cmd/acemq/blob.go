@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/blob"
 	"github.com/acemq/acemq/internal/urls"
-	"github.com/acemq/acemq/outbox"
 	"github.com/acemq/acemq/transport"
 )
 
@@ -37,10 +35,10 @@ func runBlob(ctx context.Context, c *cli, args []string) error {
 	}
 	defer closeStore()
 	n, err := blob.SweepCounted(ctx, s, time.Now(), nil)
-	fmt.Fprintf(c.stdout, "swept %s\n", plural(n, "expired object"))
 	if err != nil {
-		return fmt.Errorf("acemq: blob sweep: %s", scrub(err.Error(), *spec))
+		return fmt.Errorf("acemq: blob sweep: stopped after deleting %s: %s", plural(n, "expired object"), scrub(err.Error(), *spec))
 	}
+	fmt.Fprintf(c.stdout, "swept %s\n", plural(n, "expired object"))
 	return nil
 }
 
@@ -76,16 +74,22 @@ func openStore(ctx context.Context, cmd, spec, table string) (blob.Store, func()
 	if err := db.PingContext(ctx); err != nil {
 		return fail(err)
 	}
-	o, err := outbox.New(db, dialect)
+	s, err := blob.SQLDB(db, blob.SQLDialect(dialect), blob.SQLTable(table))
 	if err != nil {
 		return fail(err)
 	}
-	s, err := blob.SQL(o, blob.SQLTable(table))
-	if err != nil {
-		_ = o.Close()
+	// A store named without -table, or with the wrong one, has no tables:
+	// say so, and how to name them, before anything is swept or read.
+	if err := s.CheckTables(ctx); err != nil {
+		if errors.Is(err, blob.ErrNotMigrated) {
+			_ = db.Close()
+			return nil, nil, fmt.Errorf("acemq: %s: the store's table %s (with its chunks in %s) does not exist in this database; "+
+				"pass -table NAME to name the table the store was created with (its chunk table is NAME_chunk)",
+				cmd, s.TableName(), s.TableName()+"_chunk")
+		}
 		return fail(err)
 	}
-	return s, func() { _ = o.Close(); _ = db.Close() }, nil
+	return s, func() { _ = db.Close() }, nil
 }
 
 // checkObjects is replay's -store check: it looks at the messages at the
@@ -100,7 +104,7 @@ func checkObjects(ctx context.Context, c *cli, mq *acemq.Conn, queue string, s b
 			_ = held[i].Nack(true) // a failed nack: the broker returns it when the channel closes
 		}
 	}()
-	gone := 0
+	gone, missing := 0, blob.Missing(s)
 	for len(held) < limit {
 		d, ok, err := mq.Transport().Get(ctx, queue)
 		if err != nil {
@@ -110,21 +114,13 @@ func checkObjects(ctx context.Context, c *cli, mq *acemq.Conn, queue string, s b
 			break
 		}
 		held = append(held, d)
-		ref, ok := blob.RefOf(d.ContentType, d.Body)
-		if !ok {
-			continue
-		}
-		rc, err := s.Open(ctx, ref.ID, ref.Size)
+		what, err := missing(ctx, d.ContentType, d.Body)
 		switch {
-		case errors.Is(err, blob.ErrNotFound):
-			gone++
-			fmt.Fprintf(c.stdout, "gone: message %s names object %s (%d bytes, expiry %s), which the store no longer has\n",
-				safe(d.MessageID), safe(ref.ID), ref.Size, expiry(ref))
 		case err != nil:
-			return gone, fmt.Errorf("acemq: replay: opening object %s: %w", ref.ID, err)
-		default:
-			_, _ = io.Copy(io.Discard, io.LimitReader(rc, 1))
-			_ = rc.Close()
+			return gone, fmt.Errorf("acemq: replay: message %s: %w", safe(d.MessageID), err)
+		case what != "":
+			gone++
+			fmt.Fprintf(c.stdout, "gone: message %s names %s, which the store no longer has\n", safe(d.MessageID), safe(what))
 		}
 	}
 	return gone, nil
@@ -149,8 +145,8 @@ func blobLine(contentType string, body []byte) string {
 // reportGone is what replay -store does before it moves anything: it
 // prints the messages of queue (its first ready ones, at most maxSkipped)
 // whose object is gone, and how many.
-func (c *cli) reportGone(ctx context.Context, mq *acemq.Conn, queue, spec string, ready int) error {
-	s, closeStore, err := openStore(ctx, "replay", spec, blob.DefaultSQLTable)
+func (c *cli) reportGone(ctx context.Context, mq *acemq.Conn, queue, spec, table string, ready int) error {
+	s, closeStore, err := openStore(ctx, "replay", spec, table)
 	if err != nil {
 		return err
 	}

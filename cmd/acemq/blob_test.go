@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/acemq/acemq"
 	"github.com/acemq/acemq/acemqtest"
 	"github.com/acemq/acemq/blob"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -68,8 +71,79 @@ func TestPeekAndReplayShowObjects(t *testing.T) {
 
 	r = runCLI(t, "-url", url, "replay", q, q+".back", "-store", "dir:"+dir, "-progress", "0")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "names object "+lost.ID+" (2000 bytes")
+	require.Contains(t, r.stdout, "names object "+lost.ID+", 2000 bytes")
 	require.NotContains(t, r.stdout, kept.ID)
 	require.Contains(t, r.stdout, "1 message whose object is gone")
 	require.Contains(t, r.stdout, "moved 2, skipped 0, failed 0")
+}
+
+// pgSchema makes a PostgreSQL schema of the test's own, dropped with
+// everything in it when the test ends, and returns an admin handle and a
+// URL whose search_path is that schema (so the schema starts empty: no
+// acemq_blob table in it, whatever the database has elsewhere).
+func pgSchema(t *testing.T) (*sql.DB, string) {
+	t.Helper()
+	raw := acemqtest.Postgres(t)
+	schema := strings.ToLower(strings.NewReplacer("/", "_", "-", "_", ".", "_").Replace(acemqtest.QueueName(t, "sweep")))
+	admin, err := sql.Open("pgx", raw)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	_, err = admin.ExecContext(t.Context(), `CREATE SCHEMA "`+schema+`"`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, `DROP SCHEMA "`+schema+`" CASCADE`); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+	u, err := url.Parse(raw)
+	require.NoError(t, err)
+	qs := u.Query()
+	qs.Set("search_path", schema)
+	u.RawQuery = qs.Encode()
+	return admin, u.String()
+}
+
+// TestBlobSweepPostgresTable: on a database without the default table,
+// blob sweep says which table it looked for and to pass -table, prints no
+// "swept" line and fails; with -table naming the store's table it sweeps.
+func TestBlobSweepPostgresTable(t *testing.T) {
+	t.Parallel()
+	_, spec := pgSchema(t)
+	r := runCLI(t, "blob", "sweep", "-store", spec)
+	require.Equal(t, exitFailure, r.code, r.stdout+r.stderr)
+	require.Empty(t, r.stdout, "a failed sweep printed a result")
+	for _, want := range []string{"table " + blob.DefaultSQLTable + " ", "does not exist", "pass -table NAME"} {
+		require.Contains(t, r.stderr, want)
+	}
+
+	// The store's own table, in the schema, with one expired object and
+	// one live one.
+	db, err := sql.Open("pgx", spec)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	table := "blobs_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	s, err := blob.SQLDB(db, blob.Postgres, blob.SQLTable(table))
+	require.NoError(t, err)
+	ctx := t.Context()
+	require.NoError(t, s.Migrate(ctx))
+	_, err = s.Put(ctx, "old", strings.NewReader("x"), time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	_, err = s.Put(ctx, "live", strings.NewReader("y"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	r = runCLI(t, "blob", "sweep", "-store", spec, "-table", "acemq_blob_"+table)
+	require.Equal(t, exitFailure, r.code, r.stdout+r.stderr)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "table acemq_blob_"+table+" ")
+
+	r = runCLI(t, "blob", "sweep", "-store", spec, "-table", table)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "swept 1 expired object\n", r.stdout)
+	_, err = s.Open(ctx, "old", 0)
+	require.ErrorIs(t, err, blob.ErrNotFound)
+	rc, err := s.Open(ctx, "live", 0)
+	require.NoError(t, err)
+	require.NoError(t, rc.Close())
 }

@@ -41,6 +41,7 @@ var commands = []command{
 	{"keys", "list QUEUE | release QUEUE KEY", "list the blocked keys of an ordered queue, or release one", runKeys},
 	{"outbox", "dead|replay [ID...|-all] [-db URL] [-table T] [-n N]", "list an outbox table's dead-lettered rows, or replay them", runOutbox},
 	{"blob", "sweep -store dir:PATH|postgres://...|sqlite:PATH [-table T]", "delete the expired objects of a large-payload store", runBlob},
+	{"console", "[QUEUE...] [-addr HOST:PORT] [-token T] [-write] [-outbox-db URL]", "serve a web page of the queues, their dead letters and blocked keys", runConsole},
 	{"saga", "show NAME ID | list NAME [-open] [-limit N]  -db URL", "show a saga instance's state, or list a saga's instances", runSaga},
 }
 

@@ -291,11 +291,20 @@ func TestReplayStopsBeforeHoldingTooMany(t *testing.T) {
 	if r.code != exitFailure {
 		t.Errorf("exit status %d, want 1", r.code)
 	}
-	if !strings.Contains(r.stderr, fmt.Sprintf("replay stopped after leaving %d messages of other types", maxSkipped)) {
+	if !strings.Contains(r.stderr, fmt.Sprintf("replay stopped after leaving %d messages at the head of work.dlq (%d of other types;", maxSkipped, maxSkipped)) {
 		t.Errorf("the reason is not given:\n%s", r.stderr)
 	}
 	if n := ready(t, mq, "work.dlq"); n != len(bodies) {
 		t.Errorf("%d messages on work.dlq, want all %d", n, len(bodies))
+	}
+	// A dry run holds every message it lists: it stops at the same bound.
+	r = runCLI(t, "-url", u, "replay", "work.dlq", "work", "-dry-run", "-progress", "0")
+	if r.code != exitFailure || !strings.Contains(r.stderr, fmt.Sprintf("replay -dry-run stopped after looking at %d messages of work.dlq", maxSkipped)) ||
+		!strings.Contains(r.stderr, "-limit") {
+		t.Errorf("dry run past the bound: exit status %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if n, w := ready(t, mq, "work.dlq"), ready(t, mq, "work"); n != len(bodies) || w != 0 {
+		t.Errorf("after the dry run %d messages on work.dlq and %d on work, want all %d and 0", n, w, len(bodies))
 	}
 }
 

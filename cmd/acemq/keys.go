@@ -25,7 +25,7 @@ func runKeys(ctx context.Context, c *cli, args []string) error {
 	fs := c.flags("keys", "list QUEUE | release [-rerun|-skip] QUEUE KEY",
 		"List the blocked keys of an ordered queue, or release one so its held messages run.")
 	rerun := fs.Bool("rerun", false, "release: run the message that blocked the key first (from .dlq or .parked), then the held ones")
-	skip := fs.Bool("skip", false, "release: run the held messages only; the message that blocked the key stays where it is (the default)")
+	skip := fs.Bool("skip", false, "release: run the held messages only; the message that blocked the key stays in .dlq or .parked, which the output names (the default)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func runKeys(ctx context.Context, c *cli, args []string) error {
 	defer mq.Close()
 	queue := pos[1]
 	if pos[0] == "release" {
-		return releaseKey(ctx, c, mq, queue, pos[2], *rerun, *skip)
+		return releaseKey(ctx, c, mq, queue, pos[2], *rerun)
 	}
 	keys, err := acemq.BlockedKeys(ctx, mq, queue)
 	if err != nil {
@@ -74,9 +74,10 @@ func runKeys(ctx context.Context, c *cli, args []string) error {
 }
 
 // releaseKey releases key of queue: with rerun the message that blocked it
-// runs first; otherwise it stays, and without -skip the output says where
-// it is and how to run it.
-func releaseKey(ctx context.Context, c *cli, mq *acemq.Conn, queue, key string, rerun, skip bool) error {
+// runs first; otherwise (-skip, or no flag) it stays where the consumer put
+// it, and the output names that queue ({queue}.dlq or {queue}.parked), the
+// message's ID and how to run it.
+func releaseKey(ctx context.Context, c *cli, mq *acemq.Conn, queue, key string, rerun bool) error {
 	if rerun {
 		if err := acemq.ReleaseKey(ctx, mq, queue, key, acemq.RerunFailed()); err != nil {
 			return err
@@ -84,16 +85,14 @@ func releaseKey(ctx context.Context, c *cli, mq *acemq.Conn, queue, key string, 
 		fmt.Fprintf(c.stdout, "released key %s of %s: the message that blocked it runs next, then its held messages, in order\n", safe(key), safe(queue))
 		return nil
 	}
+	keys, err := acemq.BlockedKeys(ctx, mq, queue)
+	if err != nil {
+		return err
+	}
 	var failed string
-	if !skip {
-		keys, err := acemq.BlockedKeys(ctx, mq, queue)
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if k.Key == key {
-				failed = k.MessageID
-			}
+	for _, k := range keys {
+		if k.Key == key {
+			failed = k.MessageID
 		}
 	}
 	if err := acemq.ReleaseKey(ctx, mq, queue, key, acemq.SkipFailed()); err != nil {

@@ -162,6 +162,29 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// TestKeysSkip: keys release -skip runs the held messages only and says
+// where the message that blocked the key went (the queue's .dlq, where the
+// consumer dead-lettered it) and its ID; the message is still there.
+func TestKeysSkip(t *testing.T) {
+	t.Parallel()
+	b := newBlockedKey(t)
+	r := runCLI(t, "-url", b.url, "keys", "release", "-skip", b.queue, "order-7")
+	if r.code != exitOK || !strings.Contains(r.stdout, "released key order-7") {
+		t.Fatalf("keys release -skip: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	dlq := acemq.DeadLetterQueue(b.queue)
+	if want := "message m1, which blocked it, stays in " + dlq + "; it was skipped"; !strings.Contains(r.stdout, want) {
+		t.Errorf("keys release -skip does not say %q:\n%s", want, r.stdout)
+	}
+	if got := b.waitHandled(t, 3); fmt.Sprint(got) != fmt.Sprint([]int{1, 2, 3}) {
+		t.Errorf("handled %v, want [1 2 3]", got)
+	}
+	where, err := findMessage(b.ctx, b.mq, "m1", dlq, acemq.ParkingQueue(b.queue))
+	if err != nil || where != dlq {
+		t.Errorf("after the skip m1 is in %q (%v), want %s", where, err, dlq)
+	}
+}
+
 // TestKeysRerun: keys release -rerun runs the message that blocked the key
 // (from .dlq) before the held ones.
 func TestKeysRerun(t *testing.T) {

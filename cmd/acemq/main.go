@@ -8,6 +8,7 @@
 //	acemq [-url URL] [-timeout D] replay FROM TO [-limit N] [-type T] [-rate R] [-progress D] [-store SPEC]
 //	acemq [-url URL] [-timeout D] keys list QUEUE
 //	acemq [-url URL] [-timeout D] keys release [-rerun|-skip] QUEUE KEY
+//	acemq [-url URL] [-timeout D] console [QUEUE...] [-addr 127.0.0.1:8080] [-token T] [-write] [-outbox-db URL]
 //	acemq outbox dead [-db URL] [-table T] [-n N]
 //	acemq outbox replay [-db URL] [-table T] (ID... | -all)
 //	acemq blob sweep -store dir:PATH|postgres://...|sqlite:PATH [-table T]

@@ -29,6 +29,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 	n := fs.Int("n", 10, fmt.Sprintf("how many messages to show, 1 to %d", maxPeek))
 	bodyMax := fs.Int("body", 200, "show at most this many `bytes` of each body (0 hides bodies)")
 	verbose := fs.Bool("v", false, "also show the broker's bookkeeping headers (x-death, x-first-death-*, x-last-death-*, x-delivery-count)")
+	keysetFile := fs.String("keyset", "", "open sealed bodies with the Tink keyset in `FILE` (crypt.WriteKeyset's JSON); without it a sealed body shows only its key ID")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -42,6 +43,10 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 		return usagef("peek: -body must not be negative")
 	}
 	queue := pos[0]
+	keys, err := readKeys(*keysetFile)
+	if err != nil {
+		return err
+	}
 	mq, err := c.connect(ctx)
 	if err != nil {
 		return err
@@ -79,7 +84,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 		return nil
 	}
 	for i, d := range held {
-		printMessage(c.stdout, i+1, len(held), d, *bodyMax, *verbose)
+		printMessage(ctx, c.stdout, i+1, len(held), d, *bodyMax, *verbose, keys)
 	}
 	fmt.Fprintf(c.stdout, "%s shown; put back on %s\n", plural(len(held), "message"), queue)
 	return nil
@@ -89,7 +94,7 @@ func runPeek(ctx context.Context, c *cli, args []string) (err error) {
 // string from the message is made safe for a terminal first.
 // Unless verbose, the broker's bookkeeping headers are left out and
 // counted, so the application's headers stand out.
-func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verbose bool) {
+func printMessage(ctx context.Context, w io.Writer, i, n int, d transport.Delivery, bodyMax int, verbose bool, keys acemq.BodyCipher) {
 	env, perr := acemq.EnvelopeOf(d.Message)
 	fmt.Fprintf(w, "--- %d of %d\n", i, n)
 	field := func(name, value string) {
@@ -115,6 +120,10 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	field("causation", env.CausationID)
 	field("reply to", env.ReplyTo)
 	field("key", env.Key)
+	if !env.Due.IsZero() {
+		field("due", dueLine(env.Due, time.Now()))
+	}
+	field("delayed to", delayedTo(env))
 	field("content", fmt.Sprintf("%s, %d bytes", orNone(d.ContentType), len(d.Body)))
 	field("blob", blobLine(d.ContentType, d.Body))
 	if d.Redelivered {
@@ -131,8 +140,10 @@ func printMessage(w io.Writer, i, n int, d transport.Delivery, bodyMax int, verb
 	if len(hidden) > 0 {
 		field("broker", fmt.Sprintf("%s hidden (%s); -v shows them", plural(len(hidden), "bookkeeping header"), strings.Join(hidden, ", ")))
 	}
-	if bodyMax > 0 {
-		body := clip(string(d.Body), bodyMax)
+	body, shown := sealedBody(ctx, env, d, keys)
+	field("sealed", shown)
+	if bodyMax > 0 && body != nil {
+		body := clip(string(body), bodyMax)
 		fmt.Fprintf(w, "  %-12s %s\n", "body", safe(body))
 	}
 }

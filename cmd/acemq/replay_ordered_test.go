@@ -74,7 +74,18 @@ func TestReplayIntoAnOrderedQueue(t *testing.T) {
 			failing = false
 			mu.Unlock()
 
-			r := runCLI(t, "-url", u, "replay", dlq, queue)
+			// A dry run names the exchange and each message's key, and
+			// leaves every message where it is.
+			r := runCLI(t, "-url", u, "replay", dlq, queue, "-dry-run", "-progress", "0")
+			if r.code != exitOK || !strings.Contains(r.stdout, queue+" (exchange, key order-4)\n") ||
+				!strings.Contains(r.stdout, fmt.Sprintf("would move %d, skipped 0", len(keys))) {
+				t.Errorf("dry run into the ordered queue %s: exit %d\n%s%s", queue, r.code, r.stdout, r.stderr)
+			}
+			if n := readyAfter(t, mq, dlq, len(keys)); n != len(keys) {
+				t.Fatalf("%d messages on %s after the dry run, want %d", n, dlq, len(keys))
+			}
+
+			r = runCLI(t, "-url", u, "replay", dlq, queue)
 			if r.code != exitOK {
 				t.Fatalf("replay into the ordered queue %s: exit %d, stderr:\n%s", queue, r.code, r.stderr)
 			}

@@ -99,6 +99,9 @@ func runStats(ctx context.Context, c *cli, args []string) error {
 	for _, n := range notes {
 		fmt.Fprintln(c.stdout, n)
 	}
+	if err := delayStats(ctx, mq, c.stdout); err != nil {
+		return err
+	}
 	if len(missing) > 0 {
 		return fmt.Errorf("acemq: stats: no queue named %s (the table shows the names looked for)", strings.Join(missing, ", "))
 	}

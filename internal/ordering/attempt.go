@@ -34,38 +34,69 @@ func (a *Attempt) Partition() int { return a.p.i }
 // consumer, before any handler of that channel ran; 0 without a Fencer.
 func (a *Attempt) Fence() uint64 { return a.fence }
 
-// Lost reports whether the partition was lost to this instance since the
-// delivery came (its handler's context ended with ErrLost) or the broker
-// has not been heard within its heartbeat timeout; such a delivery is
-// given back unsettled, never moved. It gives the delivery back itself
-// (GiveBack) only when asked to.
+// Lost reports whether the delivery's partition was lost to this
+// instance since the delivery came: its handler's context ended with
+// ErrLost. It changes nothing; Yield acts on it.
 func (a *Attempt) Lost() bool {
+	return a.hctx != nil && errors.Is(context.Cause(a.hctx), ErrLost)
+}
+
+// Yield is the one place that decides whether the attempt goes back to the
+// broker unsettled, whatever its handler asked, because another holder
+// handles it: its partition was lost to this instance (or the broker has
+// not been heard within its heartbeat timeout, which cuts every partition
+// off first), or err, what the handler answered (nil before it ran), says
+// that a store refused a write for a stale fencing token (it wraps
+// ErrLost). Such an attempt is given back and Yield reports true.
+//
+// A store's refusal while this instance still holds the partition (a
+// store ahead of the broker's tokens, or one that refuses token 0) takes
+// the partition again: its handlers are cancelled and its subscription
+// ends, to be taken again with a new token after a pause that doubles
+// with each refusal in a row, up to maxPause; the first of a row is
+// logged at Warn. So a refusal that never ends costs one attempt every
+// maxPause, never a loop.
+func (a *Attempt) Yield(ctx context.Context, err error) bool {
 	o := a.run
 	if o.silent() {
 		o.cutOff()
 	}
-	return a.hctx != nil && errors.Is(context.Cause(a.hctx), ErrLost)
+	fenced := errors.Is(err, ErrLost)
+	if !fenced && !a.Lost() {
+		return false
+	}
+	if fenced {
+		o.fenced(ctx, a, err)
+	}
+	a.yielded = true
+	o.giveBack(a)
+	return true
 }
 
-// Lose treats the delivery's partition as lost, from what a store said
-// (a write refused for a fence below the store's): the handlers of its
-// channel are cancelled and its subscription is ended, to be taken again
-// with a new fence. A later channel of the partition is left alone.
-func (a *Attempt) Lose() {
-	o := a.run
+// fenced takes a's partition again after a store refused a's write for
+// its fencing token, unless the partition was lost meanwhile or its
+// channel changed (its subscription is ending already).
+func (o *Run) fenced(ctx context.Context, a *Attempt, err error) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	p := a.p
-	if a.hctx == nil || p.hctx != a.hctx || p.stopped {
+	if a.hctx == nil || p.hctx != a.hctx || p.stopped || a.Lost() {
+		o.mu.Unlock()
 		return
 	}
 	o.loseLocked(p)
-	o.refuseLocked(p)
+	first := o.refuseLocked(p)
+	pause := p.pauseLocked()
+	o.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelWarn
+	}
+	o.cfg.logger().Log(ctx, level, "acemq: a handler's write was refused for its fencing token while this instance holds the partition; the partition is taken again with a new token, and each refusal in a row waits longer",
+		"queue", o.cfg.Queue, "partition", p.i, "fence", a.fence, "id", a.d.MessageID, "retry_in", pause, "error", err)
 }
 
-// GiveBack returns the delivery to the broker unsettled, as a loss wants:
-// another holder handles it.
-func (a *Attempt) GiveBack() { a.run.giveBack(a) }
+// Yielded reports whether Yield gave the attempt back.
+func (a *Attempt) Yielded() bool { return a.yielded }
 
 // InPlace records a retry in place: the next attempt is number next, after
 // an attempt that failed for reason. It returns the wait before it, delay
@@ -137,6 +168,17 @@ func Sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// sleepBoth waits for d or until either context ends.
+func sleepBoth(a, b context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-a.Done():
+	case <-b.Done():
+	}
+}
+
 // giveBack returns a delivery whose settlement could not be carried out
 // to the broker unsettled: a partition's delivery comes back when the
 // channel closes, in order; a held one goes back to its held queue.
@@ -172,14 +214,18 @@ func (o *Run) hold(ctx context.Context, it *Attempt) {
 	o.host.Backoff(false)
 }
 
-// releaseKey carries out a release of it's key: with a re-run, the
-// message that blocked the key first (from its RerunQueue; without one,
-// whatever a later re-run put there), then the held messages in order (each as usual, retries in place included); then the
-// held and re-run queues are deleted, the marker removed, and the control
-// message acked last. A message that fails for good blocks the key again
-// (it is the marker then) and ends the release, the rest still held. When
-// the partition stops first, the control message goes back and the next
-// holder goes on where this one stopped.
+// releaseKey carries out a release of it's key. With a re-run, the
+// message that blocked the key runs first, from its RerunQueue; once it
+// ran, a release without a re-run is sent (confirmed) and this one acked,
+// so that the held messages follow under a control message that a cut
+// (a Close, a crash) cannot send back to the empty re-run queue. Without
+// a re-run, whatever a later re-run put in the RerunQueue runs first, then
+// the held messages in order (each as usual, retries in place included);
+// then the held and re-run queues are deleted, the marker removed, and the
+// control message acked last. A message that fails for good blocks the key
+// again (it is the marker then) and ends the release, the rest still held.
+// When the partition stops first, the control message goes back and the
+// next holder goes on where this one stopped.
 func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 	if !o.cfg.BlockOnFailure || it.key == "" || !o.reg.IsBlocked(it.key) {
 		o.ackControl(it) // nothing blocked here: a release repeated, or for another consumer
@@ -206,7 +252,21 @@ func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 			o.ackControl(it)
 			return
 		}
-		handled += n
+		// The re-run is done. A release without one takes over for the
+		// held messages, confirmed before this one is acked: a release cut
+		// short from here on (a Close, a crash, the partition moving) must
+		// go on with the held messages, not come back to an empty re-run
+		// queue and stop.
+		if o.retrying(ctx, it, "handing the release on after its re-run", func() error {
+			return o.reg.Release(ctx, it.key, "")
+		}) != nil {
+			_ = it.d.Release()
+			return
+		}
+		o.cfg.logger().Info("acemq: a blocked key's failed message ran again; its held messages follow",
+			"queue", o.cfg.Queue, "key", it.key, "id", id)
+		o.ackControl(it)
+		return
 	} else {
 		// A release without a re-run still runs what is in the re-run
 		// queue: it is there only because a re-run was asked for (after
@@ -245,7 +305,9 @@ func (o *Run) releaseKey(ctx context.Context, it *Attempt) {
 // is given back) or a message blocked the key again (it is acked).
 func (o *Run) drain(ctx context.Context, it *Attempt, q string) (handled int, goOn bool) {
 	for {
-		if o.stopped(it.p) {
+		if o.stopped(it.p) || ctx.Err() != nil {
+			// The partition stopped, or was lost (ctx is the handlers'
+			// of its channel): the next holder releases the key.
 			_ = it.d.Release()
 			return handled, false
 		}
@@ -260,18 +322,28 @@ func (o *Run) drain(ctx context.Context, it *Attempt, q string) (handled int, go
 		if !ok {
 			return handled, true
 		}
-		sub := &Attempt{run: o, d: d, p: it.p, key: it.key, fromHeld: true}
+		// A released message runs under its release's partition channel:
+		// its token and its handlers' context, like any other delivery
+		// of the partition.
+		sub := &Attempt{run: o, d: d, p: it.p, key: it.key, fromHeld: true, fence: it.fence, hctx: it.hctx}
 		for {
 			retry, wait := o.host.Handle(ctx, sub)
 			if !retry {
 				break
 			}
-			Sleep(it.p.ctx, wait)
-			if o.stopped(it.p) {
+			sleepBoth(ctx, it.p.ctx, wait)
+			if o.stopped(it.p) || ctx.Err() != nil {
 				_ = d.Nack(true)
 				_ = it.d.Release()
 				return handled, false
 			}
+		}
+		if sub.yielded {
+			// Given back to q: the partition was lost, or taken again
+			// after a fenced write; the release goes on under the next
+			// subscription, from where it stopped.
+			_ = it.d.Release()
+			return handled, false
 		}
 		if sub.blocked {
 			o.cfg.logger().Warn("acemq: a released message failed for good; its key is blocked again",

@@ -96,7 +96,17 @@ type partition struct {
 	hcancel context.CancelCauseFunc
 	sub     context.CancelFunc
 	refused bool
+	// Guarded by Run.mu: the refusals of the partition in a row (each
+	// within refusalMemory of the one before), which set the pause before
+	// it is subscribed again, and when the last one was.
+	refusals  int
+	refusedAt time.Time
 }
+
+// refusalMemory is how long a partition remembers its last refusal: one
+// more within it doubles the pause before the partition is subscribed
+// again (from minPause up to maxPause); after it, the pause starts over.
+const refusalMemory = time.Minute
 
 // ErrLost is the cause of a handler's context cancelled because this
 // instance lost the delivery's partition: its lease ended, its
@@ -132,6 +142,7 @@ type Attempt struct {
 	fence    uint64
 	hctx     context.Context // its handler's: ends when the partition is lost
 	fromHeld bool            // taken from its key's held queue by a release
+	yielded  bool            // Yield gave it back
 	stale    bool            // its channel is gone (the broker delivers it again); guarded by Run.mu
 }
 
@@ -245,7 +256,7 @@ func (o *Run) spread(held []int) {
 func (o *Run) consume(p *partition) {
 	defer o.stop(p)
 	q := PartitionQueue(o.cfg.Queue, p.i)
-	for pause := minPause; ; pause = min(2*pause, maxPause) {
+	for {
 		sub, cancel := context.WithCancel(p.ctx)
 		o.mu.Lock()
 		p.sub, p.refused = cancel, false
@@ -255,7 +266,7 @@ func (o *Run) consume(p *partition) {
 		})
 		cancel()
 		o.mu.Lock()
-		again := p.refused
+		again, pause := p.refused, p.pauseLocked()
 		if o.runCtx.Err() == nil {
 			// The subscription is gone: what its handlers do is another
 			// holder's to do again.
@@ -297,12 +308,28 @@ func (o *Run) loseAll() {
 }
 
 // refuseLocked, with o.mu held, ends p's current subscription so that it
-// is tried again: its deliveries go back to the broker.
-func (o *Run) refuseLocked(p *partition) {
+// is tried again, after a pause that grows with the refusals in a row
+// (pauseLocked): its deliveries go back to the broker. It reports whether
+// this is the first refusal of a row.
+func (o *Run) refuseLocked(p *partition) (first bool) {
+	now := time.Now()
+	if p.refusals == 0 || now.Sub(p.refusedAt) > refusalMemory {
+		p.refusals = 0
+	}
+	p.refusals++
+	p.refusedAt = now
 	p.refused = true
 	if p.sub != nil {
 		p.sub()
 	}
+	return p.refusals == 1
+}
+
+// pauseLocked, with o.mu held, is the pause before p is subscribed again
+// after a refusal: minPause after the first of a row, doubling with each
+// one more, up to maxPause.
+func (p *partition) pauseLocked() time.Duration {
+	return min(minPause<<min(max(p.refusals-1, 0), 16), maxPause)
 }
 
 // takeFence takes a fencing token for p's current channel and gives its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -36,10 +37,10 @@ type Registry struct {
 	queue  string
 	quorum bool
 
-	// op serialises the reads and writes of every registry of this queue
-	// on this transport: a connection may take its own lease again, so
-	// the lease alone does not keep two of them apart.
-	op *sync.Mutex
+	// ops serialises the reads and writes of every registry of this queue
+	// on this transport (see opLock): a connection may take its own lease
+	// again, so the lease alone does not keep two of them apart.
+	ops *sync.Map
 
 	mu       sync.RWMutex
 	keys     map[string]marker
@@ -55,12 +56,50 @@ type marker struct {
 }
 
 // NewRegistry returns the registry of queue on b. ops holds, per queue,
-// the *sync.Mutex that serialises the registries of one connection (see
-// Registry.op); the caller keeps one ops per transport.
+// what serialises the registries of one connection (see opLock); the
+// caller keeps one ops per transport. An entry lives only while a read or
+// write of its queue runs or waits, so ops does not grow with the queues a
+// long-lived connection has seen.
 func NewRegistry(b Broker, ops *sync.Map, queue string, quorum bool) *Registry {
-	op, _ := ops.LoadOrStore(queue, new(sync.Mutex))
-	mu, _ := op.(*sync.Mutex) // only this function stores in ops
-	return &Registry{b: b, queue: queue, quorum: quorum, op: mu, keys: map[string]marker{}, declared: map[string]bool{}}
+	return &Registry{b: b, queue: queue, quorum: quorum, ops: ops, keys: map[string]marker{}, declared: map[string]bool{}}
+}
+
+// opLock is the entry of one queue in a registry's ops: a mutex, and how
+// many reads and writes hold it or wait for it. The last one out removes
+// the entry (gone), and whoever finds a gone entry makes a new one.
+type opLock struct {
+	sync.Mutex
+	guard sync.Mutex // guards users and gone
+	users int
+	gone  bool
+}
+
+// lockOp takes the queue's entry in ops, making it when there is none,
+// and locks it; unlockOp undoes that.
+func lockOp(ops *sync.Map, queue string) *opLock {
+	for {
+		v, _ := ops.LoadOrStore(queue, new(opLock))
+		l, _ := v.(*opLock) // only this function stores in ops
+		l.guard.Lock()
+		if l.gone {
+			l.guard.Unlock()
+			continue
+		}
+		l.users++
+		l.guard.Unlock()
+		l.Lock()
+		return l
+	}
+}
+
+func unlockOp(ops *sync.Map, queue string, l *opLock) {
+	l.Unlock()
+	l.guard.Lock()
+	defer l.guard.Unlock()
+	if l.users--; l.users == 0 {
+		l.gone = true
+		ops.CompareAndDelete(queue, l)
+	}
 }
 
 // IsBlocked reports whether key is blocked.
@@ -100,8 +139,8 @@ func (r *Registry) unblock(ctx context.Context, key string) error { return r.cha
 // Since stamped now) when given, then removes the markers of drop and puts
 // the others back, and keeps what the registry now holds.
 func (r *Registry) change(ctx context.Context, add *marker, drop string) error {
-	r.op.Lock()
-	defer r.op.Unlock()
+	op := lockOp(r.ops, r.queue)
+	defer unlockOp(r.ops, r.queue, op)
 	return r.locked(ctx, func() error {
 		found := map[string][]transport.Delivery{}
 		keys := map[string]marker{}
@@ -355,4 +394,35 @@ func (r *Registry) Release(ctx context.Context, key, rerun string) error {
 		return fmt.Errorf("releasing key %q of %q: %w", key, r.queue, err)
 	}
 	return nil
+}
+
+// KeyQueues names the queues an ordered queue made for its blocked keys,
+// which no fixed list can: for each key its registry has blocked, the
+// key's held queue and its re-run queue (made on demand: HeldQueue when a
+// message of the key is first held, RerunQueue by a release with a
+// re-run), whether or not each exists now. A key's queues are deleted
+// before its marker is removed, so a key that is in none of the markers
+// has none left. It names nothing when queue has no registry.
+func KeyQueues(ctx context.Context, b Broker, ops *sync.Map, queue string) ([]string, error) {
+	switch _, err := b.T.Inspect(ctx, BlockedQueue(queue)); {
+	case isNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the blocked keys of %q: %w", queue, err)
+	}
+	r := NewRegistry(b, ops, queue, false)
+	if err := r.Load(ctx); err != nil {
+		if isNotFound(err) { // deleted meanwhile
+			return nil, nil
+		}
+		return nil, err
+	}
+	r.mu.RLock()
+	keys := slices.Sorted(maps.Keys(r.keys))
+	r.mu.RUnlock()
+	names := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		names = append(names, HeldQueue(queue, k), RerunQueue(queue, k))
+	}
+	return names, nil
 }

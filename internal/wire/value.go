@@ -99,6 +99,35 @@ func CheckValue(v any, depth int) error {
 	return fmt.Errorf("a %T cannot travel in an AMQP table (use a string, bool, integer, float, []byte, time.Time, []any or map[string]any)", v)
 }
 
+// TableSize is about the size, in bytes, of h encoded as an AMQP field
+// table: each field's name and value with its type and length prefixes.
+// It reads every value, so it costs what the table holds.
+func TableSize(h map[string]any) int {
+	n := 4
+	for k, v := range h {
+		n += 1 + len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return 5 + len(x)
+	case []byte:
+		return 5 + len(x)
+	case []any:
+		n := 5
+		for _, e := range x {
+			n += valueSize(e)
+		}
+		return n
+	case map[string]any:
+		return 1 + TableSize(x)
+	}
+	return 9 // a type byte and at most 8 bytes of number, time or decimal
+}
+
 // The years a time value may fall in. AMQP carries a timestamp as 64-bit
 // seconds, which RabbitMQ and amqp091-go take in any year, but the outbox
 // stores a header time as RFC 3339 text, which reads back only the years 0

@@ -104,7 +104,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 				return err
 			}
 			st.set(false, err)
-			t.log.Warn("acemq: rabbitmq consumer did not start", "queue", queue, "err", err)
+			t.log.Warn("acemq: rabbitmq consumer did not start", "queue", queue, "error", err)
 			failures++
 			if !t.pause(ctx, t.backoff(failures-1)) {
 				if ctx.Err() != nil {
@@ -125,7 +125,7 @@ func (t *Transport) consume(ctx context.Context, queue string, prefetch int, han
 			return errClosed(fmt.Sprintf("consume from queue %q", queue))
 		}
 		st.set(false, err)
-		t.log.Warn("acemq: rabbitmq consumer stopped; resuming", "queue", queue, "err", err)
+		t.log.Warn("acemq: rabbitmq consumer stopped; resuming", "queue", queue, "error", err)
 		if errors.Is(err, errCancelled) {
 			t.declareQueueAgain(ctx, queue)
 		}
@@ -178,7 +178,7 @@ func (t *Transport) declareQueueAgain(ctx context.Context, queue string) {
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		t.log.Warn("acemq: rabbitmq queue of a cancelled consumer not declared again", "queue", queue, "err", t.scrub(err))
+		t.log.Warn("acemq: rabbitmq queue of a cancelled consumer not declared again", "queue", queue, "error", t.scrub(err))
 	}
 }
 
@@ -361,7 +361,7 @@ func (t *Transport) settleAndClose(cc *consumerChannel, closes chan *amqp.Error,
 	if err := cc.flush(); err != nil {
 		// The broker redelivers what these acks covered: handled again,
 		// not lost.
-		t.log.Warn("acemq: rabbitmq sending the last acks of a "+what+" consumer failed", "queue", cc.queue, "err", t.scrub(err))
+		t.log.Warn("acemq: rabbitmq sending the last acks of a "+what+" consumer failed", "queue", cc.queue, "error", t.scrub(err))
 	}
 	cc.kill()
 	_ = cc.ch.Close()

@@ -296,6 +296,11 @@ func (t *Transport) dialHeard(ctx context.Context, i int) (*amqp.Connection, *he
 		}
 	}()
 	conn, err := amqp.DialConfig(dialURL, amqp.Config{
+		// The broker's frame_max, whatever it is: a broker configured
+		// above amqp091's default of 128 KiB sends a message whose headers
+		// are that big in one frame, and a client that asked for less
+		// closes the connection on it (501), on every delivery of it.
+		FrameSize:  amqp.FrameSizeUnlimited,
 		Heartbeat:  t.cfg.Heartbeat,
 		Properties: props,
 		Dial: func(network, addr string) (net.Conn, error) {

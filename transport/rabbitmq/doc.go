@@ -60,6 +60,12 @@
 // connection at every redelivery. It arrives instead with the single header
 // [transport.UnreadableHeaders] saying why, and the engine parks it.
 //
+// The connection takes the broker's frame_max, whatever it is, rather than
+// amqp091's default of 128 KiB: a broker configured above that sends a
+// message whose headers are bigger in one frame, and a client that asked
+// for less closes the connection on it, at every delivery of it. The engine
+// then parks such a delivery (acemq.MaxHeaderSize).
+//
 // # Reconnection
 //
 // On a loss the transport marks itself down ([Transport.Health] reports it,
@@ -67,7 +73,10 @@
 // consumer of the lost connection not consuming since the loss) and tries the other nodes of the list in turn,
 // forever, with capped exponential backoff and jitter from
 // [Config].MinBackoff to [Config].MaxBackoff, until one accepts or
-// [Transport.Close] is called. It then declares again everything
+// [Transport.Close] is called. A connection that dies within 5 seconds of
+// opening, again and again, starts each reconnect one backoff round
+// further, so a fault that recurs on every connection is not met in a
+// loop. It then declares again everything
 // [Transport.Declare] declared, in order, before writers and consumers use
 // the new connection. Publishes made meanwhile wait, each up to its ctx;
 // publishes in flight on the lost connection are sent again with the same

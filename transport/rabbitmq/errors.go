@@ -12,6 +12,32 @@ import (
 	"github.com/acemq/acemq/transport"
 )
 
+// ErrBlocked is wrapped by the error of a publish whose ctx ended while
+// the broker blocked publishing (a memory or disk alarm: connection.blocked).
+// Such a publish may still be delivered: it may have been written before
+// the block, and the broker takes it once the alarm clears.
+var ErrBlocked = errors.New("rabbitmq: the broker blocks publishing")
+
+// publishCtxError is ctxError for a publish: while the broker blocks the
+// connection, the error says so, names the alarm and since when, and warns
+// that the message may still be delivered.
+func (t *Transport) publishCtxError(op string, ctx context.Context) error {
+	err := ctxError(op, ctx)
+	t.mu.Lock()
+	s := t.sess
+	t.mu.Unlock()
+	if s == nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unblocked == nil {
+		return err
+	}
+	return fmt.Errorf("%w (%s, since %s); the message may still be delivered once the alarm clears: %w",
+		ErrBlocked, s.blockReason, stamp(s.blockedSince), err)
+}
+
 // ctxError reports that ctx ended while op waited; errors.Is matches
 // ctx.Err() (context.Canceled or context.DeadlineExceeded).
 func ctxError(op string, ctx context.Context) error {
@@ -69,8 +95,8 @@ func closedWhat(err error) string {
 // kindError returns an error that reads as the formatted message and wraps
 // sentinel, one of transport's, and cause when it is not nil (errors.Is and
 // errors.As find both). The message leaves the sentinel's own text out, so
-// the error reads with this package's prefix alone: a sentinel's text
-// begins "acemq: ", and the root's error around this one already does.
+// the error reads with this package's prefix alone: the message says more
+// than the sentinel's "transport: …" would.
 func kindError(sentinel, cause error, format string, args ...any) error {
 	errs := []error{sentinel}
 	if cause != nil {

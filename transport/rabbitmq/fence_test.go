@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/acemq/acemq/acemqtest"
-	"github.com/acemq/acemq/internal/netproxy"
+	"github.com/acemq/acemq/acemqtest/netproxy"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )

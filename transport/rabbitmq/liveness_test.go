@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/acemq/acemq/internal/netproxy"
+	"github.com/acemq/acemq/acemqtest/netproxy"
 	"github.com/acemq/acemq/transport"
 	"github.com/acemq/acemq/transport/rabbitmq"
 )

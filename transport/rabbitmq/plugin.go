@@ -65,6 +65,10 @@ func (t *Transport) checkPluginKind(ctx context.Context, x transport.Exchange) e
 // and reports a missing plugin by name.
 func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin string) error {
 	op := fmt.Sprintf("declare exchange %q", x.Name)
+	args, err := wire.ToTable(x.Args)
+	if err != nil { // validate refuses these first: this is a safety net
+		return fmt.Errorf("rabbitmq: %s: arguments: %w", op, err)
+	}
 	s, err := t.current(ctx, op)
 	if err != nil {
 		return err
@@ -80,7 +84,6 @@ func (t *Transport) probeKind(ctx context.Context, x transport.Exchange, plugin 
 	if err != nil {
 		return fmt.Errorf("rabbitmq: %s: checking for plugin %s: %w", op, plugin, t.scrub(err))
 	}
-	args, _ := wire.ToTable(x.Args) // checked by validate
 	err = ch.ExchangeDeclare(x.Name, x.Kind, true, false, false, false, args)
 	switch {
 	case err == nil:

@@ -3,10 +3,10 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/acemq/acemq/internal/netproxy"
+	"github.com/acemq/acemq/acemqtest/netproxy"
 )
 
-// proxy forwards TCP connections to a broker (internal/netproxy) and can
+// proxy forwards TCP connections to a broker (acemqtest/netproxy) and can
 // cut them, refuse new ones, or freeze the broker-to-client direction:
 // outages that touch only the transport under test, not the broker other
 // tests share. It closes when the test ends.

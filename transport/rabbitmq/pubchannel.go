@@ -95,7 +95,7 @@ func (t *Transport) keepPublisher() {
 		}
 		pc, err := t.openPubChannel(s, t.reqs)
 		if err != nil {
-			t.log.Warn("acemq: rabbitmq publishing channel did not open", "err", t.scrub(err))
+			t.log.Warn("acemq: rabbitmq publishing channel did not open", "error", t.scrub(err))
 			failures++
 		} else {
 			t.pub.Store(pc)
@@ -487,7 +487,7 @@ func (pc *pubChannel) die(cause error) {
 	}
 	switch {
 	case len(named) > 0:
-		t.log.Warn("acemq: rabbitmq closed the publishing channel", "err", t.scrub(cause), "inflight", len(reqs))
+		t.log.Warn("acemq: rabbitmq closed the publishing channel", "error", t.scrub(cause), "inflight", len(reqs))
 		for ex := range named {
 			t.exchanges.forget(ex)
 		}
@@ -500,7 +500,7 @@ func (pc *pubChannel) die(cause error) {
 		}
 	case isSoftError(cause) || refusedWhatWasSent(cause):
 		t.log.Warn("acemq: rabbitmq closed the publishing channel for what it was sent; sending its unconfirmed publishes again one at a time",
-			"err", t.scrub(cause), "inflight", len(reqs))
+			"error", t.scrub(cause), "inflight", len(reqs))
 		for _, r := range reqs {
 			if r.strikes++; r.strikes >= maxStrikes {
 				t.complete(r, fmt.Errorf("rabbitmq: %s: the broker closed the %s %d times with this message in flight, the last time with it alone: %w",

@@ -148,7 +148,7 @@ func (t *Transport) acquire(ctx context.Context, req *pubReq) error {
 		req.msg.Body = bytes.Clone(req.msg.Body)
 		return nil
 	case <-ctx.Done():
-		return ctxError(req.what()+" waiting for room in the confirm window", ctx)
+		return t.publishCtxError(req.what()+" waiting for room in the confirm window", ctx)
 	case <-t.closing:
 		return errClosed("publish")
 	}
@@ -254,7 +254,7 @@ func (t *Transport) await(ctx context.Context, req *pubReq) error {
 	case <-ctx.Done():
 		// The request stays owned by the transport; if it was written it
 		// may still be confirmed, but this caller is told it was not.
-		return ctxError(req.what()+" waiting for its confirm", ctx)
+		return t.publishCtxError(req.what()+" waiting for its confirm", ctx)
 	case <-t.closing:
 		return errClosed(req.what())
 	}

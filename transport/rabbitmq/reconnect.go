@@ -110,7 +110,7 @@ func (t *Transport) connectFirst(ctx context.Context) (*session, error) {
 			if why, ok := permanent(err); ok {
 				return nil, fmt.Errorf("rabbitmq: connect: %s: %w", why, err)
 			}
-			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "err", err)
+			t.log.Debug("acemq: rabbitmq connection attempt failed", "attempt", attempts, "error", err)
 			if ctx.Err() != nil || pastDeadline(ctx) {
 				// Cut short by ctx (a dial bounded by ctx's deadline may
 				// time out a moment before ctx reports it): what the attempt
@@ -157,9 +157,17 @@ func (t *Transport) setDown(from int, err error) {
 // supervise owns the connection: it watches the live session, and when it
 // dies moves to the next node that accepts a connection (see reconnect)
 // until it succeeds or the transport closes. It never gives up on its own.
+//
+// A connection that dies soon after it opened, again and again (a delivery
+// the broker sends on it that the client cannot take, say), is not tried
+// again at once each time: each short-lived session in a row starts the
+// next reconnect one backoff round further, so the pauses grow to
+// MaxBackoff as they do for a node that refuses.
 func (t *Transport) supervise(s *session) {
 	defer t.wg.Done()
+	flaps := 0
 	for {
+		opened := time.Now()
 		err := t.watch(s)
 		t.endLeases(s)
 		if t.isClosed() {
@@ -169,9 +177,19 @@ func (t *Transport) supervise(s *session) {
 			err = errConnectionLost
 		}
 		t.setDown(s.node, err)
-		t.log.Warn("acemq: rabbitmq connection lost", "node", t.nodes[s.node].safe, "err", t.scrub(err))
+		if time.Since(opened) < flapWindow {
+			flaps++
+		} else {
+			flaps = 0
+		}
+		if flaps > 0 {
+			t.log.Warn("acemq: rabbitmq connection lost soon after it opened; reconnecting with a longer pause",
+				"node", t.nodes[s.node].safe, "in_a_row", flaps, "lived", time.Since(opened).Round(time.Millisecond), "error", t.scrub(err))
+		} else {
+			t.log.Warn("acemq: rabbitmq connection lost", "node", t.nodes[s.node].safe, "error", t.scrub(err))
+		}
 		from, lost := s.node, time.Now()
-		if s = t.reconnect(from); s == nil {
+		if s = t.reconnect(from, flaps); s == nil {
 			return
 		}
 		t.setUp(s)
@@ -179,6 +197,11 @@ func (t *Transport) supervise(s *session) {
 			"outage", time.Since(lost).Round(time.Millisecond), "generation", s.gen)
 	}
 }
+
+// flapWindow is how long a connection must live for its loss to count as
+// an outage rather than one more failure of a connection that keeps dying
+// soon after it opens.
+const flapWindow = 5 * time.Second
 
 type lostError struct{}
 
@@ -221,9 +244,12 @@ func (t *Transport) watch(s *session) error {
 // MinBackoff doubled per failed round, capped at MaxBackoff, between full
 // rounds. It never gives up: even a refused login is tried again, since an
 // operator may fix it while the service runs.
-func (t *Transport) reconnect(from int) *session {
+//
+// It starts at round first: 0 after a connection that lived, more after
+// connections that died soon after opening (see supervise).
+func (t *Transport) reconnect(from, first int) *session {
 	n := len(t.nodes)
-	for round := 0; ; round++ {
+	for round := first; ; round++ {
 		if !t.sleep(t.backoff(round)) {
 			return nil
 		}
@@ -247,10 +273,10 @@ func (t *Transport) reconnect(from int) *session {
 			t.down.attempts++
 			t.down.err = err
 			t.mu.Unlock()
-			t.log.Debug("acemq: rabbitmq connection attempt failed", "err", err)
+			t.log.Debug("acemq: rabbitmq connection attempt failed", "error", err)
 		}
 		t.log.Warn("acemq: rabbitmq no node accepted a connection", "round", round+1,
-			"nodes", n, "err", last)
+			"nodes", n, "error", last)
 	}
 }
 

@@ -245,7 +245,10 @@ func declareOne(ch *amqp.Channel, it transport.Topology) error {
 		if kind == "" {
 			kind = amqp.ExchangeDirect
 		}
-		args, _ := wire.ToTable(v.Args) // checked by validate
+		args, err := wire.ToTable(v.Args)
+		if err != nil { // validate refuses these first: this is a safety net
+			return fmt.Errorf("rabbitmq: declare exchange %q: arguments: %w", v.Name, err)
+		}
 		if err := ch.ExchangeDeclare(v.Name, kind, true, false, false, false, args); err != nil {
 			return classify("declare", "exchange", v.Name, err)
 		}
@@ -388,7 +391,7 @@ func (t *Transport) redeclare(ctx context.Context, s *session) error {
 			if ctx.Err() != nil || s.conn.IsClosed() {
 				return fmt.Errorf("rabbitmq: declaring the topology again: %w", t.scrub(err))
 			}
-			t.log.Error("acemq: rabbitmq topology not declared again", "err", err)
+			t.log.Error("acemq: rabbitmq topology not declared again", "error", err)
 			if !abandoned {
 				_ = ch.Close()
 			}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package repotest
+
+const raceBuild = false
