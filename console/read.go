@@ -37,8 +37,8 @@ type reading struct {
 // read takes the ready messages of queue, at most maxBrowse, in queue order,
 // on a consumer of its own whose prefetch is their count: one pass with no
 // round trip per message, and none taken that the read does not hold. The
-// caller settles every held message (most are put back with Nack(true)),
-// then calls end. On RabbitMQ a classic queue puts a returned message back
+// consumer is stopped when read returns; the caller settles every held
+// message (most are put back with Nack(true)), then calls end. On RabbitMQ a classic queue puts a returned message back
 // where it was; a quorum queue (3.10 and later) puts it behind the ready
 // ones, so a read keeps a quorum queue's order only when it holds the whole
 // queue (not capped).
@@ -54,6 +54,11 @@ func (c *console) read(ctx context.Context, queue string, count int) (*reading, 
 	// out is settled, which end sees to.
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	r.stop = stop
+	// The consumer stops taking messages before the caller settles any:
+	// a message put back while it still took them would be dealt back to
+	// it (the transport cancels it before it sends what was settled after
+	// ctx ended).
+	defer stop()
 	go func() {
 		r.ended <- c.conn.Transport().Consume(cctx, queue, limit, func(d transport.Delivery) { r.late <- d })
 	}()

@@ -212,9 +212,12 @@ type Transport interface {
 	// Consume delivers queue's messages to handle until ctx ends, with at
 	// most prefetch of them unsettled. handle is called from one goroutine
 	// per Consume, in delivery order, and must not block for long: the engine
-	// hands deliveries to its workers. Consume returns nil once ctx has ended
-	// and every delivery it handed out is settled; it returns an error at
-	// once when the queue does not exist or the transport is closed.
+	// hands deliveries to its workers. Once ctx has ended it hands nothing
+	// more out, and what is settled from then on reaches the broker only
+	// after the subscription has ended, so a message requeued then is not
+	// dealt back to it. Consume returns nil once ctx has ended and every
+	// delivery it handed out is settled; it returns an error at once when
+	// the queue does not exist or the transport is closed.
 	Consume(ctx context.Context, queue string, prefetch int, handle func(Delivery)) error
 
 	// Get takes one message from queue, or reports false when it is empty.

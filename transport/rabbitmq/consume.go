@@ -289,21 +289,38 @@ func (t *Transport) runConsumer(ctx context.Context, cc *consumerChannel, delive
 				}
 				return false, cc.end(closes)
 			}
+			if ctx.Err() != nil {
+				// Stopping: hand nothing more out (d goes back with the
+				// channel).
+				return t.stop(cc, closes)
+			}
 			cc.handOut(d.DeliveryTag)
 			handle(toDelivery(d, cc.queue, cc))
 		case <-cc.wake:
+			if ctx.Err() != nil {
+				// Stopping: the consumer is cancelled before anything
+				// settled after ctx ended is sent, so a requeued message
+				// is never dealt back to it.
+				return t.stop(cc, closes)
+			}
 			if err := cc.flush(); err != nil {
 				return false, cc.end(closes)
 			}
 		case <-ctx.Done():
-			if cc.handOver {
-				return t.handOver(cc, closes)
-			}
-			return t.drain(cc, closes)
+			return t.stop(cc, closes)
 		case <-t.closing:
 			return false, cc.end(closes)
 		}
 	}
+}
+
+// stop ends a consumer whose ctx ended: a hand-over as handOver does, any
+// other as drain does.
+func (t *Transport) stop(cc *consumerChannel, closes chan *amqp.Error) (bool, error) {
+	if cc.handOver {
+		return t.handOver(cc, closes)
+	}
+	return t.drain(cc, closes)
 }
 
 // end kills cc after its channel died, or was found unusable, and returns why.

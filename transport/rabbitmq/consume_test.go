@@ -224,3 +224,63 @@ func TestConsumeReturnsWhenCtxEndsAsItSubscribes(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestRequeuesAfterCancelAreNotDealtBack: a consumer holding a whole queue
+// is stopped and then puts every message back; none is dealt to it again
+// (with room in its prefetch, a requeue sent before the cancel would be),
+// and the queue, classic or quorum, keeps its order.
+func TestRequeuesAfterCancelAreNotDealtBack(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	for _, typ := range []string{"classic", "quorum"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			tr := dial(t, brokerURL(t), rabbitmq.Config{})
+			q := queue(t, tr, "putback", map[string]any{"x-queue-type": typ})
+			for i := range n {
+				if err := tr.Publish(ctxT(t), transport.Message{RoutingKey: q, MessageID: fmt.Sprintf("%03d", i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := consume(t, tr, q, n)
+			held := make([]transport.Delivery, n)
+			for i := range held {
+				held[i] = c.next(t)
+			}
+			c.cancel()
+			for _, d := range held {
+				if err := d.Nack(true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case err := <-c.done:
+				if err != nil {
+					t.Fatalf("Consume returned %v", err)
+				}
+				c.done <- nil // for the cleanup
+			case <-time.After(10 * time.Second):
+				t.Fatal("Consume did not return once everything was settled")
+			}
+			if k := len(c.deliveries); k != 0 {
+				t.Errorf("%d messages were dealt back to the stopped consumer", k)
+			}
+			eventually(t, 5*time.Second, "every message ready again", func() bool {
+				info, err := tr.Inspect(ctxT(t), q)
+				return err == nil && info.Messages == n
+			})
+			for i := range n {
+				d, ok, err := tr.Get(ctxT(t), q)
+				if err != nil || !ok {
+					t.Fatalf("Get %d: %v %v", i, ok, err)
+				}
+				if err := d.Ack(); err != nil {
+					t.Fatal(err)
+				}
+				if want := fmt.Sprintf("%03d", i); d.MessageID != want {
+					t.Fatalf("message %d is %s, want %s: the order changed", i, d.MessageID, want)
+				}
+			}
+		})
+	}
+}
