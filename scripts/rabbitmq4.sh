@@ -19,6 +19,8 @@
 #    cluster: runs the cluster tests (tools/clustertest) with
 #    their nodes started from that root (ACEMQ_CLUSTER_ROOT), named
 #    acemq-u1..3@localhost on 5821-5823.
+#    root: builds the root file system, if it is not built, and stops
+#    there (.ci/run builds it this way while make test runs).
 #    run COMMAND...: starts the node as for suite and runs COMMAND with
 #    ACEMQ_RABBITMQ_URL, ACEMQ_RABBITMQCTL and ACEMQ_RABBITMQ4 set, for a
 #    look at the node by hand.
@@ -56,7 +58,7 @@ die() { say "$*"; exit 1; }
 stamp() { date -u +%H:%M:%S; }
 
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot)"
-case $MODE in suite | cluster | run) ;; *) die "usage: $0 [suite | cluster | run COMMAND...]" ;; esac
+case $MODE in suite | cluster | root | run) ;; *) die "usage: $0 [suite | cluster | root | run COMMAND...]" ;; esac
 [ "$MODE" != run ] || [ $# -gt 0 ] || die "run needs a command"
 
 work=$(mktemp -d /tmp/acemq-rabbitmq4.XXXXXX)
@@ -237,6 +239,7 @@ version=$(chroot "$ROOT" dpkg-query -W -f '${Version}' rabbitmq-server)
 erlang=$(chroot "$ROOT" dpkg-query -W -f '${Version}' erlang-base)
 t_build=$SECONDS
 say "$(stamp) root ready in $((t_build - t0))s: rabbitmq-server $version, erlang $erlang ($(du -shx "$ROOT" | cut -f1) in $ROOT)"
+[ "$MODE" != root ] || exit 0
 mount_proc "$ROOT"
 
 say "$(stamp) building the tests"
