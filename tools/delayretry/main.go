@@ -492,7 +492,7 @@ func throughput(conn *amqp.Connection, url, q string, tn int) error {
 		}
 	}()
 	var mu sync.Mutex
-	var lfirst, lfirstDone, llast time.Time
+	var lfirst, lfirstDone, llast, lastFirst time.Time
 	handled := make(chan struct{}, tn)
 	cons, err := acemq.NewConsumer(c, lq, func(_ context.Context, m *acemq.Message[payload]) acemq.Ack {
 		mu.Lock()
@@ -501,6 +501,9 @@ func throughput(conn *amqp.Connection, url, q string, tn int) error {
 		}
 		mu.Unlock()
 		if m.Envelope.Attempt == 1 {
+			mu.Lock()
+			lastFirst = time.Now()
+			mu.Unlock()
 			return acemq.Retry(errors.New("once"))
 		}
 		mu.Lock()
@@ -536,8 +539,8 @@ func throughput(conn *amqp.Connection, url, q string, tn int) error {
 	mu.Lock()
 	span = llast.Sub(lfirst)
 	mu.Unlock()
-	fmt.Printf("  acemq ladder (ThroughDelay): %v, %.0f messages/s (first handled %v after the first delivery)\n",
-		span.Round(time.Millisecond), float64(tn)/span.Seconds(), lfirstDone.Sub(lfirst).Round(time.Millisecond))
+	fmt.Printf("  acemq ladder (ThroughDelay): %v, %.0f messages/s (first handled %v after the first delivery; first attempts over %v)\n",
+		span.Round(time.Millisecond), float64(tn)/span.Seconds(), lfirstDone.Sub(lfirst).Round(time.Millisecond), lastFirst.Sub(lfirst).Round(time.Millisecond))
 	return nil
 }
 
