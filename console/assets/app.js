@@ -58,6 +58,7 @@ async function loadOverview() {
     for (const f of o.families) parts.push(family(f));
     parts.push(el('p', {}, o.note));
     clear($('overview'), ...parts);
+    clear($('delayed'), ...delayedView(o.delayed));
   } catch (e) {
     setStatus('overview: ' + e.message, true);
   }
@@ -85,6 +86,31 @@ function family(f) {
       'blocked keys (' + (f.blocked || 0) + ')'));
   }
   return el('div', { className: 'family', 'data-queue': f.queue }, ...head, el('table', {}, ...rows));
+}
+
+// delayedView shows what waits in the delay topology (acemq.After, At).
+function delayedView(d) {
+  if (d.error) return [el('p', { className: 'err' }, d.error)];
+  if (d.absent) return [el('p', { id: 'delayed-absent' }, 'No delay topology: no delayed message was ever sent on this vhost.')];
+  const out = [];
+  if (d.unroutable > 0) {
+    out.push(el('p', { id: 'delayed-unroutable', className: 'warn' }, d.unroutable + ' delayed message'
+      + (d.unroutable === 1 ? '' : 's') + ' found no queue at the due time and wait in ' + d.unroutableQueue
+      + ' (acemq peek ' + d.unroutableQueue + ').'));
+  }
+  out.push(el('p', { id: 'delayed-summary' }, el('span', { id: 'delayed-waiting' }, d.waiting), ' waiting'
+    + (d.soonestWithin ? ', the soonest due within ' + d.soonestWithin + ' (by ' + when(d.soonestBy) + ' at the latest)' : '') + '.'));
+  const rows = [el('tr', {}, el('th', {}, 'queue'), el('th', {}, 'role'), el('th', {}, 'ready'), el('th', {}, 'consumers'))];
+  for (const l of d.levels) {
+    rows.push(el('tr', { className: 'delay-level' }, el('td', {}, l.queue), el('td', {}, 'waits ' + l.waits),
+      el('td', { className: 'n' }, l.messages), el('td', {}, '')));
+  }
+  rows.push(el('tr', {}, el('td', {}, d.dueQueue), el('td', {}, 'due, not yet forwarded'),
+    el('td', { className: 'n' }, d.due), el('td', { className: 'n' }, d.forwarders)));
+  rows.push(el('tr', { id: 'delay-unroutable', className: d.unroutable > 0 ? 'alert' : '' }, el('td', {}, d.unroutableQueue),
+    el('td', {}, 'unroutable at the due time'), el('td', { className: 'n' }, d.unroutable), el('td', {}, '')));
+  out.push(el('table', {}, ...rows));
+  return out;
 }
 
 // Dead letters, grouped by type and reason.
