@@ -91,3 +91,45 @@ func TestOutboxDeadRows(t *testing.T) {
 		t.Errorf("%d dead rows after the replay (%v), want 0", dead, err)
 	}
 }
+
+// TestOutboxReplayChosenRows puts back the rows named by ID, and only
+// those: an ID that is not a dead row is left alone, and a request must
+// name IDs or all, not both nor neither.
+func TestOutboxReplayChosenRows(t *testing.T) {
+	t.Parallel()
+	c := connect(t, brokers[0].url(t))
+	o := deadOutbox(t, c, 3)
+	s := server(t, c, console.Outbox(o), console.Write())
+	csrf := csrfOf(t, s)
+	var before struct{ Rows []struct{ ID int64 } }
+	getJSON(t, s, "/api/outbox", &before)
+	if len(before.Rows) != 3 {
+		t.Fatalf("%d dead rows listed, want 3", len(before.Rows))
+	}
+	chosen := before.Rows[1].ID
+	for _, tc := range []struct {
+		name string
+		req  map[string]any
+	}{
+		{"both", map[string]any{"ids": []int64{chosen}, "all": true}},
+		{"neither", map[string]any{}},
+	} {
+		if code, body := post(t, s, "/api/outbox/replay", csrf, tc.req); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", tc.name, code, body)
+		}
+	}
+	if code, body := post(t, s, "/api/outbox/replay", csrf, map[string]any{"ids": []int64{chosen, chosen + 1000}}); code != http.StatusOK || body != "{\"revived\":1}\n" {
+		t.Fatalf("outbox replay of row %d: %d %q, want 1 revived", chosen, code, body)
+	}
+	var after struct {
+		Dead int64
+		Rows []struct{ ID int64 }
+	}
+	getJSON(t, s, "/api/outbox", &after)
+	if after.Dead != 2 || len(after.Rows) != 2 || after.Rows[0].ID != before.Rows[0].ID || after.Rows[1].ID != before.Rows[2].ID {
+		t.Errorf("after replaying row %d: %+v, want rows %d and %d dead", chosen, after, before.Rows[0].ID, before.Rows[2].ID)
+	}
+	if pending, err := o.Pending(ctxT(t)); err != nil || pending != 1 {
+		t.Errorf("%d rows pending (%v), want the replayed one", pending, err)
+	}
+}

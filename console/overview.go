@@ -43,6 +43,7 @@ type overviewReply struct {
 	Time       time.Time `json:"time"`
 	Connection string    `json:"connection"` // "" when healthy
 	Families   []family  `json:"families"`
+	Delayed    delayed   `json:"delayed"`
 	Note       string    `json:"note"`
 }
 
@@ -72,6 +73,7 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Families = append(out.Families, f)
 	}
+	out.Delayed = c.delayedNow(ctx, out.Time)
 	reply(w, out)
 }
 

@@ -58,6 +58,7 @@ async function loadOverview() {
     for (const f of o.families) parts.push(family(f));
     parts.push(el('p', {}, o.note));
     clear($('overview'), ...parts);
+    clear($('delayed'), ...delayedView(o.delayed));
   } catch (e) {
     setStatus('overview: ' + e.message, true);
   }
@@ -85,6 +86,32 @@ function family(f) {
       'blocked keys (' + (f.blocked || 0) + ')'));
   }
   return el('div', { className: 'family', 'data-queue': f.queue }, ...head, el('table', {}, ...rows));
+}
+
+// delayedView shows what waits in the delay topology (acemq.After, At).
+function delayedView(d) {
+  if (d.error) return [el('p', { className: 'err' }, d.error)];
+  if (d.absent) return [el('p', { id: 'delayed-absent' }, 'No delay topology: no delayed message was ever sent on this vhost.')];
+  const out = [];
+  if (d.unroutable > 0) {
+    const one = d.unroutable === 1;
+    out.push(el('p', { id: 'delayed-unroutable', className: 'warn' }, d.unroutable + ' delayed message' + (one ? '' : 's')
+      + ' found no queue at the due time and ' + (one ? 'waits' : 'wait') + ' in ' + d.unroutableQueue
+      + ' (acemq peek ' + d.unroutableQueue + ').'));
+  }
+  out.push(el('p', { id: 'delayed-summary' }, el('span', { id: 'delayed-waiting' }, d.waiting), ' waiting'
+    + (d.soonestWithin ? ', the soonest due within ' + d.soonestWithin + ' (by ' + when(d.soonestBy) + ' at the latest)' : '') + '.'));
+  const rows = [el('tr', {}, el('th', {}, 'queue'), el('th', {}, 'role'), el('th', {}, 'ready'), el('th', {}, 'consumers'))];
+  for (const l of d.levels) {
+    rows.push(el('tr', { className: 'delay-level' }, el('td', {}, l.queue), el('td', {}, 'waits ' + l.waits),
+      el('td', { className: 'n' }, l.messages), el('td', {}, '')));
+  }
+  rows.push(el('tr', {}, el('td', {}, d.dueQueue), el('td', {}, 'due, not yet forwarded'),
+    el('td', { className: 'n' }, d.due), el('td', { className: 'n' }, d.forwarders)));
+  rows.push(el('tr', { id: 'delay-unroutable', className: d.unroutable > 0 ? 'alert' : '' }, el('td', {}, d.unroutableQueue),
+    el('td', {}, 'unroutable at the due time'), el('td', { className: 'n' }, d.unroutable), el('td', {}, '')));
+  out.push(el('table', {}, ...rows));
+  return out;
 }
 
 // Dead letters, grouped by type and reason.
@@ -264,27 +291,48 @@ async function loadOutbox() {
     const o = await (await api('api/outbox')).json();
     $('outbox-section').hidden = !o.configured;
     if (!o.configured) return;
+    // Keep what the operator selected across the refresh.
+    const picked = new Set([...document.querySelectorAll('input.outbox-pick:checked')].map((c) => c.value));
     $('outbox-table').textContent = o.table + ': ' + o.dead + ' dead';
-    const rows = [el('tr', {}, el('th', {}, 'row'), el('th', {}, 'message'), el('th', {}, 'to'), el('th', {}, 'attempts'),
-      el('th', {}, 'died'), el('th', {}, 'last error'))];
+    const rows = [el('tr', {}, canWrite ? el('th', {}, '') : null, el('th', {}, 'row'), el('th', {}, 'message'), el('th', {}, 'to'),
+      el('th', {}, 'attempts'), el('th', {}, 'died'), el('th', {}, 'last error'), canWrite ? el('th', {}, '') : null)];
     for (const r of o.rows) {
-      rows.push(el('tr', { className: 'outbox-row' }, el('td', {}, r.ID), el('td', {}, r.MessageID),
-        el('td', {}, (r.Exchange || '(default)') + ' / ' + r.RoutingKey), el('td', { className: 'n' }, r.Attempts),
-        el('td', {}, when(r.Died)), el('td', {}, r.LastError)));
+      const id = String(r.ID);
+      let pick = null;
+      if (canWrite) {
+        pick = el('input', { type: 'checkbox', className: 'outbox-pick', value: id });
+        pick.checked = picked.has(id);
+      }
+      const replay = canWrite
+        ? el('button', { className: 'outbox-replay', 'data-id': id, onclick: () => outboxReplay({ ids: [r.ID] }) }, 'replay') : null;
+      rows.push(el('tr', { className: 'outbox-row', 'data-id': id }, canWrite ? el('td', {}, pick) : null, el('td', {}, id),
+        el('td', {}, r.MessageID), el('td', {}, (r.Exchange || '(default)') + ' / ' + r.RoutingKey),
+        el('td', { className: 'n' }, r.Attempts), el('td', {}, when(r.Died)), el('td', {}, r.LastError),
+        canWrite ? el('td', {}, replay) : null));
     }
-    const replay = canWrite && o.dead > 0
-      ? el('button', { id: 'outbox-replay-all', onclick: outboxReplayAll }, 'replay all ' + o.dead) : null;
-    clear($('outbox'), o.rows.length ? el('table', {}, ...rows) : el('p', {}, 'no dead rows'), replay);
+    const actions = canWrite && o.dead > 0 ? el('p', {},
+      el('button', { id: 'outbox-replay-selected', onclick: outboxReplaySelected }, 'replay selected'),
+      el('button', { id: 'outbox-replay-all', onclick: () => outboxReplay({ all: true }) }, 'replay all ' + o.dead)) : null;
+    const more = o.dead > o.rows.length ? el('p', {}, (o.dead - o.rows.length) + ' more not listed') : null;
+    clear($('outbox'), o.rows.length ? el('table', {}, ...rows) : el('p', {}, 'no dead rows'), more, actions);
   } catch (e) {
     clear($('outbox'), el('p', { className: 'err' }, e.message));
   }
 }
 
-async function outboxReplayAll() {
+function outboxReplaySelected() {
+  const ids = [...document.querySelectorAll('input.outbox-pick:checked')].map((c) => Number(c.value));
+  if (ids.length === 0) { setStatus('select outbox rows first', true); return; }
+  outboxReplay({ ids });
+}
+
+// outboxReplay puts the rows named by req (ids, or all) back for the relay.
+async function outboxReplay(req) {
   const r = $('outbox-result');
   try {
-    const res = await (await api('api/outbox/replay', { all: true })).json();
-    r.textContent = res.revived + ' rows put back for the relay';
+    const res = await (await api('api/outbox/replay', req)).json();
+    r.textContent = res.revived + (req.ids ? ' of ' + req.ids.length : '') + ' rows put back for the relay'
+      + (req.ids && req.ids.length <= 10 ? ' (' + req.ids.join(', ') + ')' : '');
     r.className = 'done';
   } catch (e) {
     r.textContent = e.message;

@@ -1,8 +1,8 @@
 // Package delay is the shape of acemq's delay topology (SPEC §20): the
 // names of its exchanges and queues, the routing key that carries a
 // message's delay through it and the reserved headers a delayed message
-// travels with. The root package sends into it and forwards out of it;
-// cmd/acemq reads it.
+// travels with, and ReadCounts, what waits in it. The root package sends
+// into it and forwards out of it; cmd/acemq and the console read it.
 //
 // # The topology
 //
