@@ -84,16 +84,17 @@ func newInstruments(mp metric.MeterProvider, o *Outbox) (*instruments, error) {
 	reg, err := m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, pendingTimeout)
 		defer cancel()
-		n, err := o.Pending(ctx)
-		if err != nil {
-			return err
+		// Each gauge on its own: a count that failed (SQLite busy under a
+		// relay's write, say) leaves the other reported.
+		n, perr := o.Pending(ctx)
+		if perr == nil {
+			obs.ObserveInt64(pending, n, observe)
 		}
-		obs.ObserveInt64(pending, n, observe)
-		if n, err = o.Dead(ctx); err != nil {
-			return err
+		n, derr := o.Dead(ctx)
+		if derr == nil {
+			obs.ObserveInt64(dead, n, observe)
 		}
-		obs.ObserveInt64(dead, n, observe)
-		return nil
+		return errors.Join(perr, derr)
 	}, pending, dead)
 	if err != nil {
 		return nil, err

@@ -19,8 +19,17 @@ import (
 // name, and the histogram's count.
 func readings(t *testing.T, r *sdkmetric.ManualReader, table string) map[string]int64 {
 	t.Helper()
+	out, err := collected(r, table)
+	require.NoError(t, err)
+	return out
+}
+
+// collected is readings, returning the collection's error.
+func collected(r *sdkmetric.ManualReader, table string) (map[string]int64, error) {
 	var rm metricdata.ResourceMetrics
-	require.NoError(t, r.Collect(context.Background(), &rm))
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		return nil, err
+	}
 	out := map[string]int64{}
 	want := attribute.String("db.collection.name", table)
 	for _, sm := range rm.ScopeMetrics {
@@ -50,7 +59,7 @@ func readings(t *testing.T, r *sdkmetric.ManualReader, table string) map[string]
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 func TestMetricsCountPendingRelayedFailedAndLag(t *testing.T) {
