@@ -26,8 +26,8 @@ const settleWait = 2 * time.Second
 // unacked, in queue order.
 type reading struct {
 	held   []transport.Delivery
-	capped bool // the queue held more than maxBrowse
-	late   chan transport.Delivery
+	capped bool                    // the queue held more than maxBrowse
+	got    chan transport.Delivery // what the consumer handed out
 	ended  chan error
 	stop   context.CancelFunc
 	// finished is set once the consumer has ended and been waited for.
@@ -38,10 +38,10 @@ type reading struct {
 // on a consumer of its own whose prefetch is their count: one pass with no
 // round trip per message, and none taken that the read does not hold. The
 // consumer is stopped when read returns; the caller settles every held
-// message (most are put back with Nack(true)), then calls end. On RabbitMQ a classic queue puts a returned message back
-// where it was; a quorum queue (3.10 and later) puts it behind the ready
-// ones, so a read keeps a quorum queue's order only when it holds the whole
-// queue (not capped).
+// message (most are put back with Nack(true)), then calls end. On RabbitMQ
+// a classic queue puts a returned message back where it was; a quorum
+// queue (3.10 and later) puts it behind the ready ones, so a read keeps a
+// quorum queue's order only when it holds the whole queue (not capped).
 func (c *console) read(ctx context.Context, queue string, count int) (*reading, error) {
 	limit := min(count, maxBrowse)
 	r := &reading{capped: count > maxBrowse, ended: make(chan error, 1)}
@@ -49,7 +49,7 @@ func (c *console) read(ctx context.Context, queue string, count int) (*reading, 
 		r.finished = true
 		return r, nil
 	}
-	r.late = make(chan transport.Delivery, limit)
+	r.got = make(chan transport.Delivery, limit)
 	// The consumer outlives ctx: it ends only once every message it handed
 	// out is settled, which end sees to.
 	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -60,13 +60,13 @@ func (c *console) read(ctx context.Context, queue string, count int) (*reading, 
 	// ctx ended).
 	defer stop()
 	go func() {
-		r.ended <- c.conn.Transport().Consume(cctx, queue, limit, func(d transport.Delivery) { r.late <- d })
+		r.ended <- c.conn.Transport().Consume(cctx, queue, limit, func(d transport.Delivery) { r.got <- d })
 	}()
 	idle := time.NewTimer(readIdle)
 	defer idle.Stop()
 	for len(r.held) < limit {
 		select {
-		case d := <-r.late:
+		case d := <-r.got:
 			r.held = append(r.held, d)
 			idle.Reset(readIdle)
 		case err := <-r.ended:
@@ -101,7 +101,7 @@ func (r *reading) end() {
 	r.stop()
 	for {
 		select {
-		case d := <-r.late:
+		case d := <-r.got:
 			_ = d.Nack(true)
 		case <-r.ended:
 			return
