@@ -82,7 +82,7 @@ func run(url string, del bool) error {
 	if err != nil {
 		return err
 	}
-	delays, busy, err := delayTopology(vhost)
+	delays, busy, err := settledDelayTopology(vhost)
 	if err != nil {
 		return err
 	}
@@ -131,15 +131,38 @@ func list(what, vhost string) ([]string, error) {
 	return names, sc.Err()
 }
 
+// settledDelayTopology is delayTopology once no consumer is left on it,
+// or after consumerGrace. A consumer with no message to forward is the
+// forwarder of a Conn a test process closed (or lost as it exited) a
+// moment ago: the broker drops it once it has seen the connection go,
+// which may be after the test binary has exited. A message, on the
+// other hand, is a leftover at once.
+func settledDelayTopology(vhost string) (all, busy []string, err error) {
+	deadline := time.Now().Add(consumerGrace)
+	for {
+		all, busy, consumersOnly, err := delayTopology(vhost)
+		if err != nil || len(busy) == 0 || !consumersOnly || time.Now().After(deadline) {
+			return all, busy, err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// consumerGrace is how long a consumer may stay on the delay topology
+// after the tests ended before it counts as a Conn left open.
+const consumerGrace = 15 * time.Second
+
 // delayTopology returns the queues of the delay topology on vhost, and
 // those of them that hold a message or have a consumer, described.
-func delayTopology(vhost string) (all, busy []string, err error) {
+// consumersOnly reports that none of the busy ones holds a message.
+func delayTopology(vhost string) (all, busy []string, consumersOnly bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := brokerctl.Run(ctx, "-q", "list_queues", "-p", vhost, "--no-table-headers", "name", "messages", "consumers")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	consumersOnly = true
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -147,11 +170,15 @@ func delayTopology(vhost string) (all, busy []string, err error) {
 			continue
 		}
 		all = append(all, f[0])
-		if f[1] != "0" || f[2] != "0" {
+		switch {
+		case f[1] != "0":
+			consumersOnly = false
 			busy = append(busy, fmt.Sprintf("%s (%s messages, %s consumers: a delayed message a test did not wait for)", f[0], f[1], f[2]))
+		case f[2] != "0":
+			busy = append(busy, fmt.Sprintf("%s (0 messages, %s consumers: a Conn a test did not close)", f[0], f[2]))
 		}
 	}
-	return all, busy, sc.Err()
+	return all, busy, consumersOnly, sc.Err()
 }
 
 // remove deletes queues and exchanges through AMQP, naming each when
