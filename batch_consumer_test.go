@@ -423,11 +423,15 @@ func TestBatchPauseMidBatch(t *testing.T) {
 		q := batchQueue(t, url)
 		var log batchLog
 		g := newGate(t)
+		// BatchWait long enough that the first batch is a full 10 under
+		// load: a first batch cut short by the wait leaves a full second
+		// one waiting for the held handler, and the transport's last
+		// delivery waiting behind it, never handed over.
 		cons, err := acemq.NewBatchConsumer(c, q, func(_ context.Context, batch []*acemq.Message[OrderPlaced]) []acemq.Ack {
 			log.add(batch)
 			g.hold()
 			return nil
-		}, acemq.BatchSize(10), acemq.BatchWait(200*time.Millisecond), acemq.Prefetch(15))
+		}, acemq.BatchSize(10), acemq.BatchWait(2*time.Second), acemq.Prefetch(15))
 		require.NoError(t, err)
 		sendAll(t, c, q, orders("p", 15))
 		run(t, cons)
