@@ -381,6 +381,7 @@ func TestBatchShutdownMidBatchLosesNothing(t *testing.T) {
 		sendAll(t, c, q, orders("s", 40))
 
 		ctx, stop := context.WithCancel(context.Background())
+		t.Cleanup(stop) // a test failed before stop() ends Run before its queue goes
 		done := make(chan error, 1)
 		go func() { done <- cons.Run(ctx) }()
 		<-g.in
