@@ -31,13 +31,14 @@ HEAVY   := $(shell command -v flock >/dev/null 2>&1 && echo flock /tmp/acemq-hea
 # the check that nothing was left behind. vet goes first: it compiles the
 # race-enabled graph that staticcheck and test-unit then share. staticcheck
 # runs beside test-unit, which waits on brokers more than it computes (it
-# kept two cores less than half busy on its own). CI (.ci/run) then runs
-# the stages that take long: test-large, test-fence, test-rabbitmq4,
-# fuzz-short and test-cluster (docs/contributing.md says which to run for
-# which change).
+# kept two cores less than half busy on its own); the fault tests and the
+# leftovers check run one after the other whatever -j make was given. CI
+# (.ci/run) then runs the stages that take long, in three lanes side by
+# side: test-large and test-fence, test-rabbitmq4 and fuzz-short,
+# test-cluster (docs/contributing.md says which to run for which change).
 test: broker-plugins vet
 	@$(MAKE) --no-print-directory -j2 staticcheck test-unit
-	@$(MAKE) --no-print-directory test-fault test-leftovers
+	@$(MAKE) --no-print-directory -j1 test-fault test-leftovers
 
 # Ordered consumers hash keys over RabbitMQ's consistent-hash exchange, a
 # plugin that ships with the broker but is off by default: enabled here on a
