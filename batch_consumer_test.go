@@ -120,17 +120,16 @@ func (g *gate) hold() {
 
 func (g *gate) release() { g.once.Do(func() { close(g.open) }) }
 
-// handing is a transport that counts the deliveries its Consume has handed
-// over to the engine.
+// handing is a transport that counts the deliveries of queue its Consume
+// has handed over to the engine. Only queue's: the Conn also consumes the
+// shared acemq.delay.due once another test has declared the delay
+// topology, and its forwards would count.
 type handing struct {
 	transport.Transport
 	queue string
 	n     atomic.Int64
 }
 
-// Consume counts the deliveries of h.queue alone: the Conn also consumes
-// the shared acemq.delay.due when another test declared the delay
-// topology, and its forwards would count.
 func (h *handing) Consume(ctx context.Context, queue string, prefetch int, handle func(transport.Delivery)) error {
 	if queue != h.queue {
 		return h.Transport.Consume(ctx, queue, prefetch, handle)
