@@ -30,8 +30,8 @@ HEAVY   := $(shell command -v flock >/dev/null 2>&1 && echo flock /tmp/acemq-hea
 # experiment (they restart the broker, so nothing may run beside them), then
 # the check that nothing was left behind. vet goes first: it compiles the
 # race-enabled graph that staticcheck and test-unit then share. staticcheck
-# runs beside test-unit, which waits on brokers more than it computes (it
-# kept two cores less than half busy on its own); the fault tests and the
+# runs beside test-unit, which waits on brokers more than it computes (at
+# go test's default -parallel it kept two cores 58% busy on average); the fault tests and the
 # leftovers check run one after the other whatever -j make was given. CI
 # (.ci/run) then runs the stages that take long, in three lanes side by
 # side: test-large and test-fence, test-rabbitmq4 and fuzz-short,
